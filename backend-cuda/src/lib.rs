@@ -1,0 +1,1 @@
+//! CUDA backend of accel-graph: native stream capture through cudarc (dynamic loading).

@@ -1,0 +1,1 @@
+//! HIP backend of accel-graph: stream capture through hip-sys.

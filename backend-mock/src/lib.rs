@@ -1,0 +1,1 @@
+//! Deterministic simulated accelerator: the reference semantics of accel-graph.

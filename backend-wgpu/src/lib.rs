@@ -1,0 +1,1 @@
+//! wgpu backend of accel-graph: software graphs recorded once and re-encoded on replay.

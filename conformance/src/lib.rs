@@ -1,0 +1,1 @@
+//! The executable specification of accel-graph: one suite, generic over the backend.

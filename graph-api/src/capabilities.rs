@@ -1,0 +1,39 @@
+//! `Capabilities`: what a backend can do, so generic code and the conformance suite can skip
+//! what a backend lacks and say why.
+
+/// What a backend supports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The device's name.
+    pub device_name: String,
+    /// Graphs are captured by the driver (CUDA, HIP) rather than recorded in software.
+    pub native_graphs: bool,
+    /// `host_callback` works (and is captured).
+    pub host_callbacks: bool,
+    /// Work forked to other streams through events is pulled into a capture.
+    pub multi_stream_capture: bool,
+    /// The default stream refuses capture (as CUDA's legacy stream does).
+    pub uncapturable_default_stream: bool,
+    /// Capture error modes are enforced (unsafe calls during capture are detected).
+    pub capture_modes_enforced: bool,
+    /// The executable graph can be uploaded to the device ahead of its first launch.
+    pub graph_upload: bool,
+    /// Native work (user kernels, vendor libraries) issued on the raw stream is captured.
+    pub native_work_capture: bool,
+}
+
+impl Capabilities {
+    /// A capabilities record for `device_name` with every flag off.
+    pub fn none(device_name: impl Into<String>) -> Self {
+        Capabilities {
+            device_name: device_name.into(),
+            native_graphs: false,
+            host_callbacks: false,
+            multi_stream_capture: false,
+            uncapturable_default_stream: false,
+            capture_modes_enforced: false,
+            graph_upload: false,
+            native_work_capture: false,
+        }
+    }
+}

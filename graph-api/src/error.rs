@@ -1,0 +1,177 @@
+//! The one error type of the project.
+
+use crate::PoolId;
+
+/// Result alias used throughout accel-graph.
+pub type Result<T, E = GraphError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong with a graph or a backend.
+///
+/// Each misuse of the graph API has its own variant, so callers (and the conformance suite) can
+/// match on *what* went wrong; messages follow PyTorch's wording where PyTorch has one.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GraphError {
+    /// `capture_begin` on a graph that is capturing already.
+    #[error("capture_begin() called while this graph is already capturing")]
+    AlreadyCapturing,
+    /// `capture_begin` on a graph that holds a captured graph (reset it first).
+    #[error(
+        "This graph instance already owns a captured graph. To capture a new graph, create a new \
+         instance or call reset()."
+    )]
+    AlreadyCaptured,
+    /// `capture_end` without a preceding `capture_begin`.
+    #[error("capture_end() called without a preceding capture_begin()")]
+    NotCapturing,
+    /// An operation that needs a finished capture (`replay`, `instantiate`, `pool`,
+    /// `debug_dump`, `nodes`) was called before one.
+    #[error("Called {operation} without a preceding successful capture.")]
+    NotCaptured {
+        /// The operation that was called too early.
+        operation: &'static str,
+    },
+    /// `instantiate()` called explicitly on a graph built with `keep_graph = false`.
+    #[error("instantiate() is intended to be called by the user only when keep_graph=true")]
+    InstantiateRequiresKeepGraph,
+    /// The raw (un-instantiated) graph was destroyed at `capture_end` and cannot be reached.
+    #[error(
+        "You cannot access the raw graph unless the graph was created with keep_graph=true \
+         (or debug mode enabled before capture_end())"
+    )]
+    RawGraphUnavailable,
+    /// `debug_dump` without `enable_debug_mode()` (or `keep_graph`).
+    #[error("Graphs debug not enabled, set with [graph].enable_debug_mode()")]
+    DebugModeNotEnabled,
+    /// Capture attempted on a stream that cannot be captured (CUDA's legacy default stream).
+    #[error(
+        "Graphs must be captured on a non-default stream. (However, after capture, it's ok to \
+         replay them on the default stream.)"
+    )]
+    StreamNotCapturable,
+    /// `capture_end` on a different stream than the capture began on.
+    #[error("Capture must end on the same stream it began on.")]
+    CaptureStreamMismatch,
+    /// `capture_end` from another thread while the capture mode is not `relaxed`.
+    #[error(
+        "capture_end() called from a thread other than the one that began the capture \
+         (allowed only with capture_error_mode=\"relaxed\")"
+    )]
+    WrongThread,
+    /// A call that is unsafe during capture (blocking synchronize, allocation outside the
+    /// graph's pool, blocking copy) was made while the capture mode forbids it.
+    #[error("operation not permitted when stream is capturing: {operation} (capture mode {mode})")]
+    UnsafeDuringCapture {
+        /// What was called.
+        operation: String,
+        /// The capture error mode of the capture that forbade it.
+        mode: crate::CaptureErrorMode,
+    },
+    /// The capture was invalidated by an earlier error; it must be reset.
+    #[error("the capture was invalidated by an earlier error: {reason}")]
+    CaptureInvalidated {
+        /// What invalidated it.
+        reason: String,
+    },
+    /// Work forked onto another stream during capture was never joined back to the capture
+    /// stream before `capture_end`.
+    #[error(
+        "capture_end(): work forked onto another stream was not joined back into the capture \
+         stream (record an event there and wait on it from the capture stream)"
+    )]
+    CaptureUnjoined,
+    /// A pool id whose two halves are both non-zero.
+    #[error("invalid pool id {0}: at most one of its two values may be non-zero")]
+    InvalidPoolId(PoolId),
+    /// An unknown capture error mode string.
+    #[error(
+        "Unknown capture error mode. Expected `default`, `global`, `thread_local`, or `relaxed`, \
+         got '{0}'"
+    )]
+    UnknownCaptureErrorMode(String),
+    /// Buffers of different lengths given to an element-wise op.
+    #[error("{op}: length mismatch: {expected} elements expected, got {got}")]
+    LengthMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The length required.
+        expected: usize,
+        /// The length given.
+        got: usize,
+    },
+    /// A buffer, stream or event that belongs to another backend instance.
+    #[error("{what} belongs to another backend instance")]
+    ForeignObject {
+        /// What was foreign.
+        what: &'static str,
+    },
+    /// Replay touched device memory freed since capture (the mock's sanitizer).
+    #[error(
+        "replay would touch device memory at {address:#x} that was freed after capture \
+         (node {node}: {label}); on a GPU this is silent memory corruption"
+    )]
+    DanglingBuffer {
+        /// Device address of the freed memory.
+        address: u64,
+        /// Graph node that touches it.
+        node: usize,
+        /// The node's label.
+        label: String,
+    },
+    /// An argument that does not match what a graphed callable or wrapper captured with.
+    #[error("{0}")]
+    ArgumentMismatch(String),
+    /// A fault injected on purpose (mock backend's fault injection).
+    #[error("injected fault: {operation} #{count} fails as configured")]
+    InjectedFault {
+        /// Which operation failed.
+        operation: &'static str,
+        /// Its ordinal (1-based).
+        count: u64,
+    },
+    /// A device or driver call failed.
+    #[error("{backend} error {name} ({code}): {message}")]
+    Driver {
+        /// Backend name (`cuda`, `hip`, `wgpu`, `mock`).
+        backend: &'static str,
+        /// Numeric error code.
+        code: i64,
+        /// Symbolic name, e.g. `CUDA_ERROR_INVALID_VALUE`.
+        name: String,
+        /// Description from the driver.
+        message: String,
+    },
+    /// The backend cannot be used on this machine or build.
+    #[error("backend {backend} unavailable: {reason}")]
+    BackendUnavailable {
+        /// Backend name.
+        backend: &'static str,
+        /// Why (driver text where there is one).
+        reason: String,
+    },
+    /// The backend lacks a capability.
+    #[error("unsupported on this backend: {what}")]
+    Unsupported {
+        /// What is missing.
+        what: String,
+    },
+    /// Device memory exhausted.
+    #[error("{backend}: out of memory allocating {requested_bytes} bytes")]
+    OutOfMemory {
+        /// Backend name.
+        backend: &'static str,
+        /// Bytes requested.
+        requested_bytes: usize,
+    },
+    /// File I/O failed (debug dumps).
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl GraphError {
+    /// True for `capture_end` errors after which the capture is still active, so it can still
+    /// be ended correctly (from the right thread or stream) or reset.
+    pub fn capture_still_active(&self) -> bool {
+        matches!(self, GraphError::WrongThread | GraphError::CaptureStreamMismatch)
+    }
+}

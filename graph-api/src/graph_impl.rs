@@ -1,0 +1,41 @@
+//! `GraphImpl`: what a backend implements for graphs. The front object ([`crate::Graph`])
+//! owns the state machine and dispatches here only when a call is legal.
+
+use std::path::Path;
+
+use crate::{CaptureErrorMode, GraphTopology, PoolId, Result};
+
+/// The backend half of a graph — PyTorch's `GraphImplInterface` — called by [`crate::Graph`]
+/// only in legal states, so implementations need no state checks of their own.
+pub trait GraphImpl: Send + 'static {
+    /// Backend name for diagnostics.
+    fn backend_name(&self) -> &'static str;
+
+    /// Begins capture on the calling thread's current stream, allocating from `pool` and
+    /// enforcing `mode` (already resolved: never `Default`). On error nothing is capturing.
+    fn capture_begin(&mut self, pool: PoolId, mode: CaptureErrorMode) -> Result<()>;
+
+    /// Ends the capture and keeps the raw graph; returns its node count.
+    ///
+    /// On error the capture is over and everything it held is released, except for errors with
+    /// [`crate::GraphError::capture_still_active`], after which the capture goes on.
+    fn capture_end(&mut self) -> Result<usize>;
+
+    /// Builds the executable graph from the raw graph, replacing any earlier executable.
+    fn instantiate(&mut self) -> Result<()>;
+
+    /// Launches the executable graph on the calling thread's current stream.
+    fn replay(&mut self) -> Result<()>;
+
+    /// Drops the raw graph, keeping the executable one.
+    fn drop_raw_graph(&mut self);
+
+    /// Drops everything (aborting a capture in progress) and releases the pool hold.
+    fn reset(&mut self);
+
+    /// Writes the raw graph as DOT to `path`.
+    fn debug_dump(&self, path: &Path) -> Result<()>;
+
+    /// Nodes and edges of the raw graph.
+    fn topology(&self) -> Result<GraphTopology>;
+}

@@ -1,0 +1,1 @@
+//! accel-graph facade (placeholder until the facade lands).
