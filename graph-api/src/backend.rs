@@ -113,6 +113,10 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
 
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
+    /// Identity of the device context: clones of a backend share it, separately created
+    /// backends differ (unique across the process). Keys process-wide singletons such as a
+    /// shared capture stream.
+    fn instance_id(&self) -> u64;
     /// What the backend supports.
     fn capabilities(&self) -> Capabilities;
 
