@@ -1,0 +1,42 @@
+//! `MockConfig`: how a simulated device is set up.
+
+/// Settings of a [`crate::MockBackend`], for [`crate::MockBackend::with_config`].
+///
+/// ```
+/// use accel_graph_api::{Backend, GraphError};
+/// use accel_graph_mock::{MockBackend, MockConfig};
+/// let backend = MockBackend::with_config(MockConfig {
+///     base_address: 0x1000,
+///     memory_capacity: Some(4096),
+///     ..MockConfig::default()
+/// });
+/// assert_eq!(backend.alloc(4)?.device_address(), 0x1000);
+/// assert!(matches!(backend.alloc(2048), Err(GraphError::OutOfMemory { .. })));
+/// # Ok::<(), GraphError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MockConfig {
+    /// First virtual device address handed out (rounded up to 256 bytes).
+    pub base_address: u64,
+    /// Device memory size in bytes; allocations beyond it fail with
+    /// [`accel_graph_api::GraphError::OutOfMemory`]. `None`: limited by host memory only.
+    pub memory_capacity: Option<usize>,
+    /// Fill new device memory with NaN instead of zeros, so reads of memory that was never
+    /// written show up (allocation contents are unspecified on real devices).
+    pub poison_new_memory: bool,
+}
+
+impl MockConfig {
+    /// The default first address: recognisable in dumps and far from zero.
+    pub const DEFAULT_BASE_ADDRESS: u64 = 0x7f00_0000_0000;
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        MockConfig {
+            base_address: Self::DEFAULT_BASE_ADDRESS,
+            memory_capacity: None,
+            poison_new_memory: false,
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Activity counters, so users' tests can assert what ran eagerly, what was captured and what
+//! was replayed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A snapshot of a [`crate::MockBackend`]'s counters (shared by its clones).
+///
+/// ```
+/// use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions};
+/// use accel_graph_mock::MockBackend;
+/// let backend = MockBackend::new();
+/// let x = backend.alloc_from(&[0.0; 2])?;
+/// backend.add_scalar(&x, 1.0)?; // eager
+/// let s = backend.new_stream()?;
+/// let mut g = backend.graph(GraphOptions::new())?;
+/// backend.capture_on(&s, &mut g, || backend.scale(&x, 2.0))??;
+/// g.replay()?;
+/// let c = backend.counters();
+/// assert_eq!((c.eager_ops, c.captured_ops, c.replays, c.nodes_replayed), (1, 1, 1, 1));
+/// assert_eq!((c.allocations, c.instantiations), (1, 1));
+/// backend.reset_counters();
+/// assert_eq!(backend.counters(), Default::default());
+/// # Ok::<(), accel_graph_api::GraphError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MockCounters {
+    /// Portable ops and host callbacks executed eagerly (not captured).
+    pub eager_ops: u64,
+    /// Portable ops and host callbacks recorded into a capture.
+    pub captured_ops: u64,
+    /// Successful graph replays.
+    pub replays: u64,
+    /// Graph nodes executed by replays.
+    pub nodes_replayed: u64,
+    /// Successful allocations (plain and pool).
+    pub allocations: u64,
+    /// Successful instantiations (explicit, at `capture_end`, or lazy at first replay).
+    pub instantiations: u64,
+}
+
+/// The live counters.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) eager_ops: AtomicU64,
+    pub(crate) captured_ops: AtomicU64,
+    pub(crate) replays: AtomicU64,
+    pub(crate) nodes_replayed: AtomicU64,
+    pub(crate) allocations: AtomicU64,
+    pub(crate) instantiations: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(counter: &AtomicU64, by: u64) {
+        counter.fetch_add(by, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> MockCounters {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        MockCounters {
+            eager_ops: get(&self.eager_ops),
+            captured_ops: get(&self.captured_ops),
+            replays: get(&self.replays),
+            nodes_replayed: get(&self.nodes_replayed),
+            allocations: get(&self.allocations),
+            instantiations: get(&self.instantiations),
+        }
+    }
+
+    pub(crate) fn reset(&self) {
+        for c in [
+            &self.eager_ops,
+            &self.captured_ops,
+            &self.replays,
+            &self.nodes_replayed,
+            &self.allocations,
+            &self.instantiations,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}

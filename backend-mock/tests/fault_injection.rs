@@ -1,0 +1,124 @@
+//! Fault injection: the n-th alloc / instantiate / replay fails once, with a typed error.
+
+use accel_graph_api::{AcceleratorGraph, Backend, GraphError, GraphOptions, GraphState};
+use accel_graph_mock::{FaultSite, MockBackend};
+
+fn captured(
+    b: &MockBackend,
+    keep: bool,
+) -> (accel_graph_mock::MockGraph, accel_graph_mock::MockBuffer) {
+    let x = b.alloc_from(&[0.0]).unwrap();
+    let s = b.new_stream().unwrap();
+    let mut g = b.graph(GraphOptions::new().keep_graph(keep)).unwrap();
+    b.capture_on(&s, &mut g, || b.add_scalar(&x, 1.0))
+        .unwrap()
+        .unwrap();
+    (g, x)
+}
+
+#[test]
+fn nth_alloc_fails_once() {
+    let b = MockBackend::new();
+    b.inject_fault(FaultSite::Alloc, 3);
+    assert!(b.alloc(4).is_ok());
+    assert!(b.alloc(4).is_ok());
+    let err = b.alloc(4).unwrap_err();
+    assert!(matches!(
+        err,
+        GraphError::InjectedFault {
+            operation: "alloc",
+            count: 3
+        }
+    ));
+    assert!(b.alloc(4).is_ok());
+    assert_eq!(b.counters().allocations, 3);
+    assert_eq!(
+        b.memory_stats().live_buffers,
+        0,
+        "nothing leaked by the failure"
+    );
+}
+
+#[test]
+fn alloc_fault_inside_capture_leaves_the_capture_usable() {
+    let b = MockBackend::new();
+    let s = b.new_stream().unwrap();
+    let mut g = b.graph(GraphOptions::new()).unwrap();
+    b.inject_fault(FaultSite::Alloc, 1);
+    let out = b.capture_on(&s, &mut g, || b.alloc(8).map(|_| ())).unwrap();
+    assert!(matches!(out, Err(GraphError::InjectedFault { .. })));
+    assert_eq!(g.state(), GraphState::Ready);
+}
+
+#[test]
+fn instantiate_fault_at_capture_end_discards_the_graph() {
+    let b = MockBackend::new();
+    let x = b.alloc_from(&[0.0]).unwrap();
+    let s = b.new_stream().unwrap();
+    let mut g = b.graph(GraphOptions::new()).unwrap();
+    b.inject_fault(FaultSite::Instantiate, 1);
+    let err = b
+        .capture_on(&s, &mut g, || b.add_scalar(&x, 1.0))
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        GraphError::InjectedFault {
+            operation: "instantiate",
+            ..
+        }
+    ));
+    assert_eq!(g.state(), GraphState::Empty);
+    assert!(!b.is_capturing(&s).unwrap());
+    // Usable again.
+    b.capture_on(&s, &mut g, || b.add_scalar(&x, 1.0))
+        .unwrap()
+        .unwrap();
+    g.replay().unwrap();
+    assert_eq!(b.download(&x).unwrap(), vec![1.0]);
+}
+
+#[test]
+fn explicit_instantiate_fault_keeps_the_raw_graph() {
+    let b = MockBackend::new();
+    let (mut g, x) = captured(&b, true);
+    b.inject_fault(FaultSite::Instantiate, 1);
+    assert!(matches!(
+        g.instantiate(),
+        Err(GraphError::InjectedFault { .. })
+    ));
+    assert_eq!(g.state(), GraphState::Captured);
+    g.instantiate().unwrap();
+    g.replay().unwrap();
+    assert_eq!(b.download(&x).unwrap(), vec![1.0]);
+    assert_eq!(b.counters().instantiations, 1);
+}
+
+#[test]
+fn nth_replay_fails_and_does_not_run() {
+    let b = MockBackend::new();
+    let (mut g, x) = captured(&b, false);
+    b.inject_fault(FaultSite::Replay, 2);
+    g.replay().unwrap();
+    assert!(matches!(
+        g.replay(),
+        Err(GraphError::InjectedFault {
+            operation: "replay",
+            count: 2
+        })
+    ));
+    g.replay().unwrap();
+    assert_eq!(b.download(&x).unwrap(), vec![2.0]);
+    assert_eq!(b.counters().replays, 2);
+}
+
+#[test]
+fn disarming_works() {
+    let b = MockBackend::new();
+    b.inject_fault(FaultSite::Alloc, 1);
+    b.inject_fault(FaultSite::Replay, 1);
+    b.clear_faults();
+    assert!(b.alloc(1).is_ok());
+    b.inject_fault(FaultSite::Alloc, 1);
+    b.inject_fault(FaultSite::Alloc, 0);
+    assert!(b.alloc(1).is_ok());
+}
