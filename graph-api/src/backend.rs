@@ -4,7 +4,7 @@
 use std::{fmt, sync::Arc};
 
 use crate::{
-    AcceleratorGraph, CaptureExt, Capabilities, GraphOptions, MemoryStats, PoolId, Result,
+    AcceleratorGraph, Capabilities, CaptureExt, GraphOptions, MemoryStats, PoolId, Result,
 };
 
 /// Which backend a value belongs to.

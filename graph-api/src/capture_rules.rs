@@ -63,7 +63,9 @@ impl CaptureRules {
     pub fn check_end(&self, id: CaptureId) -> Result<()> {
         let active = self.lock();
         match active.iter().find(|c| c.id == id) {
-            Some(c) if c.mode != CaptureErrorMode::Relaxed && c.thread != thread::current().id() => {
+            Some(c)
+                if c.mode != CaptureErrorMode::Relaxed && c.thread != thread::current().id() =>
+            {
                 Err(GraphError::WrongThread)
             }
             _ => Ok(()),

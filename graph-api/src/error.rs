@@ -172,6 +172,9 @@ impl GraphError {
     /// True for `capture_end` errors after which the capture is still active, so it can still
     /// be ended correctly (from the right thread or stream) or reset.
     pub fn capture_still_active(&self) -> bool {
-        matches!(self, GraphError::WrongThread | GraphError::CaptureStreamMismatch)
+        matches!(
+            self,
+            GraphError::WrongThread | GraphError::CaptureStreamMismatch
+        )
     }
 }

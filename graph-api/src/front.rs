@@ -60,9 +60,7 @@ impl<I: GraphImpl> Graph<I> {
     fn require_captured(&self, operation: &'static str) -> Result<()> {
         match self.state {
             GraphState::Captured | GraphState::Ready => Ok(()),
-            GraphState::Empty | GraphState::Capturing => {
-                Err(GraphError::NotCaptured { operation })
-            }
+            GraphState::Empty | GraphState::Capturing => Err(GraphError::NotCaptured { operation }),
         }
     }
 

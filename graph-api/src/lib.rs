@@ -40,6 +40,7 @@ mod pool_id;
 pub mod pools;
 mod state;
 mod topology;
+pub mod utils;
 
 pub use backend::{Backend, BackendKind, DeviceBuffer, HostCallback, StreamGuard};
 pub use capabilities::Capabilities;

@@ -1,0 +1,514 @@
+//! `BucketedGraphCache`: vLLM's capture sizes — one graph per batch-size bucket.
+//!
+//! A graph replays fixed shapes, but inference batches vary. vLLM captures the model for a
+//! list of batch sizes; a batch of `n` rows runs on the graph of the smallest captured size
+//! `>= n`, its inputs padded with filler rows, and the padding rows of the outputs are cut
+//! off; a batch larger than every capture size runs eagerly. All graphs share one memory pool,
+//! and [`BucketedGraphCache::capture_all`] captures the largest size first, as vLLM does, so
+//! smaller graphs reuse its memory.
+//!
+//! Shapes here are lengths: input `i` of a batch of `n` rows has `n * widths[i]` elements.
+
+use std::collections::BTreeMap;
+
+use crate::{
+    AcceleratorGraph, Backend, CaptureErrorMode, CaptureExt, DeviceBuffer, GraphError,
+    GraphOptions, PoolId, Result,
+};
+
+use super::{capture_sizes::CaptureSizes, mode::GraphCallable, outputs::Outputs};
+
+/// How a [`BucketedGraphCache`] captures and pads.
+///
+/// ```
+/// use accel_graph_api::utils::BucketedCacheOptions;
+/// let opts = BucketedCacheOptions::new().pad_value(-1.0).warmup_iters(0);
+/// assert_eq!((opts.pad_value, opts.warmup_iters), (-1.0, 0));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BucketedCacheOptions {
+    /// Eager runs on a side stream before each capture (vLLM warms up once per size).
+    pub warmup_iters: usize,
+    /// Value of the padding rows' elements.
+    pub pad_value: f32,
+    /// The pool all graphs share; `None`: a fresh `graph_pool_handle()`.
+    pub pool: Option<PoolId>,
+    /// Capture error mode of the graphs.
+    pub capture_error_mode: CaptureErrorMode,
+}
+
+impl Default for BucketedCacheOptions {
+    fn default() -> Self {
+        BucketedCacheOptions {
+            warmup_iters: 1,
+            pad_value: 0.0,
+            pool: None,
+            capture_error_mode: CaptureErrorMode::Default,
+        }
+    }
+}
+
+impl BucketedCacheOptions {
+    /// One warmup run, zero padding, a fresh shared pool, default capture mode.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the warmup runs before each capture.
+    pub fn warmup_iters(mut self, iters: usize) -> Self {
+        self.warmup_iters = iters;
+        self
+    }
+
+    /// Sets the padding value.
+    pub fn pad_value(mut self, value: f32) -> Self {
+        self.pad_value = value;
+        self
+    }
+
+    /// Captures every bucket into `pool`.
+    pub fn pool(mut self, pool: PoolId) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// Sets the capture error mode.
+    pub fn capture_error_mode(mut self, mode: CaptureErrorMode) -> Self {
+        self.capture_error_mode = mode;
+        self
+    }
+}
+
+/// Counters of a [`BucketedGraphCache`].
+///
+/// Every run is exactly one of: a hit (replay of a graph captured earlier), a replay right
+/// after capturing its bucket on demand, or an eager fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BucketedCacheStats {
+    /// Runs.
+    pub runs: u64,
+    /// Runs replaying a graph that was already captured.
+    pub hits: u64,
+    /// Graphs captured (on demand or by `capture_all`).
+    pub captures: u64,
+    /// Runs whose batch was padded up to a larger bucket.
+    pub pads: u64,
+    /// Padding elements written, over all inputs and runs.
+    pub padded_elements: u64,
+    /// Runs larger than the largest bucket, run eagerly.
+    pub eager_fallbacks: u64,
+}
+
+impl std::fmt::Display for BucketedCacheStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "runs {}, hits {}, captures {}, padded runs {} ({} padding elements), eager fallbacks {}",
+            self.runs,
+            self.hits,
+            self.captures,
+            self.pads,
+            self.padded_elements,
+            self.eager_fallbacks
+        )
+    }
+}
+
+/// The graph of one bucket with its static buffers.
+#[derive(Debug)]
+struct BucketGraph<B: Backend> {
+    graph: B::Graph,
+    inputs: Vec<B::Buffer>,
+    outputs: Vec<B::Buffer>,
+}
+
+/// The result of one [`BucketedGraphCache`] run: outputs of the bucket's graph (with padding
+/// rows) or of the eager fallback, and the batch they hold.
+#[derive(Debug)]
+pub struct BucketRun<'a, B: Backend> {
+    backend: &'a B,
+    outputs: Outputs<'a, B>,
+    batch: usize,
+    bucket: Option<usize>,
+}
+
+impl<B: Backend> BucketRun<'_, B> {
+    /// The output buffers: rows `0..batch` are the batch's, the rest padding.
+    pub fn outputs(&self) -> &Outputs<'_, B> {
+        &self.outputs
+    }
+
+    /// Rows of the caller's batch.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// The bucket whose graph ran, `None` after an eager fallback.
+    pub fn bucket(&self) -> Option<usize> {
+        self.bucket
+    }
+
+    /// Elements of output `i` that belong to the batch (the padding rows cut off).
+    pub fn valid_len(&self, i: usize) -> usize {
+        let rows = self.bucket.unwrap_or(self.batch);
+        self.outputs
+            .get(i)
+            .map_or(0, |o| o.len() / rows * self.batch)
+    }
+
+    /// Downloads output `i` without its padding rows. Errors with
+    /// [`GraphError::ArgumentMismatch`] for an index past the outputs.
+    pub fn download(&self, i: usize) -> Result<Vec<f32>> {
+        let buffer = self.outputs.get(i).ok_or_else(|| {
+            GraphError::ArgumentMismatch(format!(
+                "output {i} requested, the callable has {} output(s)",
+                self.outputs.len()
+            ))
+        })?;
+        let mut data = self.backend.download(buffer)?;
+        data.truncate(self.valid_len(i));
+        Ok(data)
+    }
+}
+
+/// Graphs of a callable per batch-size bucket, sharing one pool.
+///
+/// The callable gets inputs of `bucket * widths[i]` elements and must return outputs whose
+/// lengths are whole multiples of the batch size (rows), so padding rows can be cut off.
+/// The callable's [`Mode`](super::Mode) is not consulted: inference runs one mode.
+///
+/// ```
+/// use accel_graph_api::{Backend, utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes}};
+/// use accel_graph_mock::MockBackend;
+///
+/// type Buf = <MockBackend as Backend>::Buffer;
+/// let backend = MockBackend::new();
+/// let model = |b: &MockBackend, x: &[&Buf]| {
+///     let y = b.alloc(x[0].len())?;
+///     b.copy(&y, x[0])?;
+///     b.scale(&y, 2.0)?;
+///     Ok(vec![y])
+/// };
+/// let sizes = CaptureSizes::new([2, 4])?;
+/// let mut cache = BucketedGraphCache::new(&backend, model, sizes, vec![1], BucketedCacheOptions::new())?;
+/// let run = cache.run(&[&[1.0, 2.0, 3.0]])?; // 3 rows: padded to the bucket of 4
+/// assert_eq!(run.bucket(), Some(4));
+/// assert_eq!(run.download(0)?, vec![2.0, 4.0, 6.0]);
+/// let run = cache.run(&[&[1.0; 5]])?; // larger than every bucket: eager
+/// assert_eq!(run.bucket(), None);
+/// assert_eq!(run.download(0)?, vec![2.0; 5]);
+/// let stats = cache.stats();
+/// assert_eq!((stats.captures, stats.pads, stats.padded_elements, stats.eager_fallbacks), (1, 1, 1, 1));
+/// # Ok::<(), accel_graph_api::GraphError>(())
+/// ```
+pub struct BucketedGraphCache<B: Backend, C> {
+    backend: B,
+    callable: C,
+    sizes: CaptureSizes,
+    widths: Vec<usize>,
+    options: BucketedCacheOptions,
+    pool: PoolId,
+    capture_stream: B::Stream,
+    warmup_stream: B::Stream,
+    graphs: BTreeMap<usize, BucketGraph<B>>,
+    stats: BucketedCacheStats,
+    /// Host staging for padded inputs, kept to avoid an allocation per run.
+    staging: Vec<f32>,
+}
+
+/// Shows everything but the callable (closures have no `Debug`).
+impl<B: Backend, C> std::fmt::Debug for BucketedGraphCache<B, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BucketedGraphCache")
+            .field("sizes", &self.sizes)
+            .field("widths", &self.widths)
+            .field("options", &self.options)
+            .field("pool", &self.pool)
+            .field("graphs", &self.graphs)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
+    /// A cache for `callable` over the buckets `sizes`; input `i` has `widths[i]` elements per
+    /// row. Nothing is captured yet (see [`BucketedGraphCache::capture_all`]).
+    ///
+    /// Errors with [`GraphError::ArgumentMismatch`] when `widths` is empty or holds a 0.
+    pub fn new(
+        backend: &B,
+        callable: C,
+        sizes: CaptureSizes,
+        widths: Vec<usize>,
+        options: BucketedCacheOptions,
+    ) -> Result<Self> {
+        if widths.is_empty() || widths.contains(&0) {
+            return Err(GraphError::ArgumentMismatch(format!(
+                "bucketed graph cache: every input needs a row width of at least 1 element, \
+                 got widths {widths:?}"
+            )));
+        }
+        Ok(BucketedGraphCache {
+            backend: backend.clone(),
+            callable,
+            sizes,
+            widths,
+            options,
+            pool: options.pool.unwrap_or_else(|| backend.graph_pool_handle()),
+            capture_stream: backend.new_stream()?,
+            warmup_stream: backend.new_stream()?,
+            graphs: BTreeMap::new(),
+            stats: BucketedCacheStats::default(),
+            staging: Vec::new(),
+        })
+    }
+
+    /// Captures every bucket not captured yet, largest first; returns how many were captured.
+    pub fn capture_all(&mut self) -> Result<usize> {
+        let mut captured = 0;
+        let sizes = self.sizes.clone();
+        for &size in sizes.as_slice().iter().rev() {
+            captured += usize::from(self.ensure_captured(size)?);
+        }
+        Ok(captured)
+    }
+
+    /// Runs a batch given as host data (`inputs[i]` holds `n * widths[i]` values): uploads it
+    /// into the static inputs of the nearest bucket, padding rows up to the bucket, and
+    /// replays (capturing the bucket first if needed); a batch beyond the largest bucket runs
+    /// eagerly. Errors with [`GraphError::ArgumentMismatch`] for a wrong number of inputs,
+    /// lengths that are not whole rows, inputs that disagree on the row count, or no rows.
+    pub fn run(&mut self, inputs: &[&[f32]]) -> Result<BucketRun<'_, B>> {
+        let batch = self.batch_of(inputs.iter().map(|x| x.len()))?;
+        let Some(bucket) = self.sizes.bucket_for(batch) else {
+            let buffers = inputs
+                .iter()
+                .map(|x| self.backend.alloc_from(x))
+                .collect::<Result<Vec<_>>>()?;
+            let refs: Vec<&B::Buffer> = buffers.iter().collect();
+            return self.eager(batch, &refs);
+        };
+        let fresh = self.ensure_captured(bucket)?;
+        self.upload_padded(bucket, batch, inputs)?;
+        self.replay(bucket, batch, fresh)
+    }
+
+    /// Runs a batch given as device buffers (`inputs[i]` holds `n * widths[i]` elements). A
+    /// batch that fills its bucket exactly is copied on the device (not at all when it is the
+    /// bucket's static input); a batch needing padding goes through the host, since the
+    /// portable ops copy whole buffers only. Beyond the largest bucket it runs eagerly on
+    /// `inputs` as they are. Errors as [`BucketedGraphCache::run`].
+    pub fn run_device(&mut self, inputs: &[&B::Buffer]) -> Result<BucketRun<'_, B>> {
+        let batch = self.batch_of(inputs.iter().map(|x| x.len()))?;
+        let Some(bucket) = self.sizes.bucket_for(batch) else {
+            return self.eager(batch, inputs);
+        };
+        let fresh = self.ensure_captured(bucket)?;
+        if bucket == batch {
+            let statics = &self.graphs[&bucket].inputs;
+            for (dst, src) in statics.iter().zip(inputs) {
+                if dst.device_address() != src.device_address() {
+                    self.backend.copy(dst, src)?;
+                }
+            }
+        } else {
+            let host = inputs
+                .iter()
+                .map(|x| self.backend.download(x))
+                .collect::<Result<Vec<_>>>()?;
+            let host_refs: Vec<&[f32]> = host.iter().map(Vec::as_slice).collect();
+            self.upload_padded(bucket, batch, &host_refs)?;
+        }
+        self.replay(bucket, batch, fresh)
+    }
+
+    /// Rows of a batch whose inputs have `lens` elements.
+    fn batch_of(&self, lens: impl ExactSizeIterator<Item = usize>) -> Result<usize> {
+        if lens.len() != self.widths.len() {
+            return Err(GraphError::ArgumentMismatch(format!(
+                "bucketed graph cache: the callable takes {} input(s), got {}",
+                self.widths.len(),
+                lens.len()
+            )));
+        }
+        let mut batch = None;
+        for (i, (len, &width)) in lens.zip(&self.widths).enumerate() {
+            if len % width != 0 {
+                return Err(GraphError::ArgumentMismatch(format!(
+                    "bucketed graph cache: input {i} has {len} elements, not a whole number \
+                     of rows of {width}"
+                )));
+            }
+            let rows = len / width;
+            match batch {
+                None => batch = Some(rows),
+                Some(b) if b != rows => {
+                    return Err(GraphError::ArgumentMismatch(format!(
+                        "bucketed graph cache: input {i} has {rows} rows, input 0 has {b}"
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        match batch {
+            Some(rows) if rows > 0 => Ok(rows),
+            _ => Err(GraphError::ArgumentMismatch(
+                "bucketed graph cache: a batch needs at least one row".into(),
+            )),
+        }
+    }
+
+    fn eager(&mut self, batch: usize, inputs: &[&B::Buffer]) -> Result<BucketRun<'_, B>> {
+        let outputs = self.callable.call(&self.backend, inputs)?;
+        check_rows(&outputs, batch)?;
+        self.stats.runs += 1;
+        self.stats.eager_fallbacks += 1;
+        Ok(BucketRun {
+            backend: &self.backend,
+            outputs: Outputs::Eager(outputs),
+            batch,
+            bucket: None,
+        })
+    }
+
+    /// Writes host rows into the static inputs of `bucket`, padding the rest.
+    fn upload_padded(&mut self, bucket: usize, batch: usize, inputs: &[&[f32]]) -> Result<()> {
+        // An upload is not ordered after stream work, and the last replay may still be
+        // reading these static inputs: wait for it first.
+        self.backend
+            .stream_synchronize(&self.backend.current_stream())?;
+        let statics = &self.graphs[&bucket].inputs;
+        for ((dst, data), &width) in statics.iter().zip(inputs).zip(&self.widths) {
+            if bucket == batch {
+                self.backend.upload(dst, data)?;
+            } else {
+                self.staging.clear();
+                self.staging.extend_from_slice(data);
+                self.staging.resize(bucket * width, self.options.pad_value);
+                self.backend.upload(dst, &self.staging)?;
+                self.stats.padded_elements += ((bucket - batch) * width) as u64;
+            }
+        }
+        if bucket != batch {
+            self.stats.pads += 1;
+        }
+        Ok(())
+    }
+
+    fn replay(&mut self, bucket: usize, batch: usize, fresh: bool) -> Result<BucketRun<'_, B>> {
+        let entry = self
+            .graphs
+            .get_mut(&bucket)
+            .ok_or(GraphError::NotCaptured {
+                operation: "replay",
+            })?;
+        entry.graph.replay()?;
+        self.stats.runs += 1;
+        if !fresh {
+            self.stats.hits += 1;
+        }
+        Ok(BucketRun {
+            backend: &self.backend,
+            outputs: Outputs::Static(&entry.outputs),
+            batch,
+            bucket: Some(bucket),
+        })
+    }
+
+    /// Captures `bucket` unless it is; true when it captured now.
+    fn ensure_captured(&mut self, bucket: usize) -> Result<bool> {
+        if self.graphs.contains_key(&bucket) {
+            return Ok(false);
+        }
+        let backend = &self.backend;
+        let inputs = self
+            .widths
+            .iter()
+            .map(|&width| {
+                let buffer = backend.alloc(bucket * width)?;
+                backend.fill(&buffer, self.options.pad_value)?;
+                Ok(buffer)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&B::Buffer> = inputs.iter().collect();
+
+        backend.synchronize()?;
+        {
+            let _current = backend.use_stream(&self.warmup_stream);
+            for _ in 0..self.options.warmup_iters {
+                drop(self.callable.call(backend, &refs)?);
+            }
+        }
+        backend.synchronize()?;
+
+        let options = GraphOptions::new()
+            .pool(self.pool)
+            .capture_error_mode(self.options.capture_error_mode);
+        let mut graph = backend.graph(options)?;
+        let callable = &mut self.callable;
+        let outputs = {
+            let _current = backend.use_stream(&self.capture_stream);
+            graph.try_capture(|| callable.call(backend, &refs))?
+        };
+        check_rows(&outputs, bucket)?;
+        drop(refs);
+        self.graphs.insert(
+            bucket,
+            BucketGraph {
+                graph,
+                inputs,
+                outputs,
+            },
+        );
+        self.stats.captures += 1;
+        Ok(true)
+    }
+
+    /// Counters of runs, hits, captures, padding and eager fallbacks.
+    pub fn stats(&self) -> BucketedCacheStats {
+        self.stats
+    }
+
+    /// The buckets.
+    pub fn sizes(&self) -> &CaptureSizes {
+        &self.sizes
+    }
+
+    /// Buckets captured so far, ascending.
+    pub fn captured_buckets(&self) -> Vec<usize> {
+        self.graphs.keys().copied().collect()
+    }
+
+    /// The pool every graph of the cache allocates from.
+    pub fn pool(&self) -> PoolId {
+        self.pool
+    }
+
+    /// The static inputs of `bucket`, if captured (write a full batch there and pass them to
+    /// [`BucketedGraphCache::run_device`] to skip the copy).
+    pub fn static_inputs(&self, bucket: usize) -> Option<&[B::Buffer]> {
+        self.graphs.get(&bucket).map(|g| g.inputs.as_slice())
+    }
+
+    /// The graph of `bucket`, if captured.
+    pub fn graph(&self, bucket: usize) -> Option<&B::Graph> {
+        self.graphs.get(&bucket).map(|g| &g.graph)
+    }
+
+    /// Drops every graph and its buffers (the statistics stay).
+    pub fn reset(&mut self) {
+        self.graphs.clear();
+    }
+}
+
+/// Outputs must be whole rows of `rows`, so padding rows can be cut off.
+fn check_rows<T: DeviceBuffer>(outputs: &[T], rows: usize) -> Result<()> {
+    match outputs.iter().position(|o| o.len() % rows != 0) {
+        Some(i) => Err(GraphError::ArgumentMismatch(format!(
+            "bucketed graph cache: output {i} has {} elements for a batch of {rows} rows; \
+             outputs must hold whole rows so padding rows can be cut off",
+            outputs[i].len()
+        ))),
+        None => Ok(()),
+    }
+}
