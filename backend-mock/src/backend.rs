@@ -179,7 +179,7 @@ impl Backend for MockBackend {
 
     fn synchronize(&self) -> Result<()> {
         // Work runs synchronously, so there is nothing to wait for; only the rules apply.
-        self.device.rules.check_unsafe_call("synchronize")
+        self.device.rules.check_device_synchronize("synchronize")
     }
 
     fn stream_synchronize(&self, stream: &MockStream) -> Result<()> {

@@ -36,7 +36,10 @@
 //!   Unsafe calls are `synchronize`, `event_synchronize`, `upload`, `download`, a plain
 //!   `alloc` (current stream not capturing) and `stream_synchronize` of a stream that is not
 //!   capturing; `stream_synchronize` of a capturing stream is always an error and invalidates
-//!   the capture. An invalidated capture refuses further work
+//!   the capture. As on CUDA (measured on an H100), a forbidden call invalidates the capture
+//!   that forbids it, also when made from another thread during a global capture, and a
+//!   device-wide `synchronize` conflicts with every capture, relaxed ones included. An
+//!   invalidated capture refuses further work
 //!   ([`GraphError::CaptureInvalidated`]) and `capture_end` reports it.
 //! * **Replay** runs the instantiated plan — the same arithmetic functions eager execution
 //!   uses, so replay equals eager bit for bit — on the calling thread's current stream.

@@ -82,7 +82,10 @@ fn unsafe_calls_on_the_capturing_thread() {
             f.b.add_scalar(&f.buf, 1.0).unwrap();
             let r = f.call(call);
             assert!(f.b.is_capturing(&f.capture_stream).unwrap());
-            if mode == CaptureErrorMode::Relaxed {
+            // A device-wide synchronize conflicts with any capture, even a relaxed one.
+            let forbidden = mode != CaptureErrorMode::Relaxed
+                || matches!(call, UnsafeCall::Synchronize);
+            if !forbidden {
                 assert!(r.is_ok(), "{mode} {call:?}: {r:?}");
                 g.capture_end().unwrap();
                 assert_eq!(g.state(), GraphState::Ready);
@@ -120,18 +123,25 @@ fn unsafe_calls_from_another_thread() {
             g.capture_begin().unwrap();
             f.b.add_scalar(&f.buf, 1.0).unwrap();
             let r = thread::scope(|s| s.spawn(|| f.call(call)).join().unwrap());
-            match mode.resolved() {
-                CaptureErrorMode::Global => {
-                    assert!(
-                        is_unsafe_error(&r, CaptureErrorMode::Global),
-                        "{mode} {call:?}: {r:?}"
-                    )
-                }
-                _ => assert!(r.is_ok(), "{mode} {call:?}: {r:?}"),
+            // As on CUDA: a global capture forbids the call on every thread, a device-wide
+            // synchronize conflicts with any capture; a forbidden call invalidates the capture.
+            let forbidden = mode.resolved() == CaptureErrorMode::Global
+                || matches!(call, UnsafeCall::Synchronize);
+            if forbidden {
+                assert!(
+                    is_unsafe_error(&r, mode.resolved()),
+                    "{mode} {call:?}: {r:?}"
+                );
+                assert!(matches!(
+                    g.capture_end(),
+                    Err(GraphError::CaptureInvalidated { .. })
+                ));
+                assert!(!f.b.any_capture_active());
+            } else {
+                assert!(r.is_ok(), "{mode} {call:?}: {r:?}");
+                g.capture_end().unwrap();
+                g.replay().unwrap();
             }
-            // Another thread's call never invalidates this thread's capture.
-            g.capture_end().unwrap();
-            g.replay().unwrap();
         }
     }
 }

@@ -11,9 +11,12 @@ use crate::GraphError;
 ///
 /// | mode | unsafe call on the capturing thread | unsafe call on another thread |
 /// |---|---|---|
-/// | `Global` | error, capture invalidated | error |
+/// | `Global` | error, capture invalidated | error, capture invalidated |
 /// | `ThreadLocal` | error, capture invalidated | allowed |
 /// | `Relaxed` | allowed | allowed |
+///
+/// A device-wide `synchronize` is the exception: it conflicts with every capture in progress,
+/// in every mode and from every thread (as `cuCtxSynchronize` does), and invalidates it.
 ///
 /// `Default` means the backend's default, which is `Global` on every backend (as PyTorch's CUDA
 /// default). `capture_end` from another thread is an error unless the mode is `Relaxed`.

@@ -99,23 +99,39 @@ impl CaptureRules {
         !self.lock().is_empty()
     }
 
-    /// Applies the rules to an unsafe call (`operation`) made on the calling thread:
+    /// Applies the rules to an unsafe call (`operation`) made on the calling thread, as the CUDA
+    /// driver does (measured on an H100, driver 580):
     ///
-    /// * a capture of this thread not in `Relaxed` mode forbids it and is invalidated;
-    /// * a `Global` capture of another thread forbids it.
+    /// * a capture of this thread not in `Relaxed` mode forbids it;
+    /// * a `Global` capture of another thread forbids it;
+    ///
+    /// and a capture that forbids a call is invalidated by it.
     pub fn check_unsafe_call(&self, operation: &str) -> Result<()> {
         let me = thread::current().id();
+        self.check(operation, |c| {
+            if c.thread == me {
+                c.mode != CaptureErrorMode::Relaxed
+            } else {
+                c.mode == CaptureErrorMode::Global
+            }
+        })
+    }
+
+    /// Applies the rule for a device-wide synchronize: it conflicts with every capture in
+    /// progress, in every mode and from every thread (`cuCtxSynchronize` fails and invalidates
+    /// the capture even in relaxed mode), so each active capture forbids it and is invalidated.
+    pub fn check_device_synchronize(&self, operation: &str) -> Result<()> {
+        self.check(operation, |_| true)
+    }
+
+    /// Invalidates every active capture for which `forbids` holds and reports the first one.
+    fn check(&self, operation: &str, forbids: impl Fn(&ActiveCapture) -> bool) -> Result<()> {
         let mut active = self.lock();
         let mut violated = None;
-        for c in active.iter_mut() {
-            let own = c.thread == me;
-            if own && c.mode != CaptureErrorMode::Relaxed {
-                c.invalidated
-                    .get_or_insert_with(|| format!("unsafe call during capture: {operation}"));
-                violated.get_or_insert(c.mode);
-            } else if !own && c.mode == CaptureErrorMode::Global {
-                violated.get_or_insert(c.mode);
-            }
+        for c in active.iter_mut().filter(|c| forbids(c)) {
+            c.invalidated
+                .get_or_insert_with(|| format!("unsafe call during capture: {operation}"));
+            violated.get_or_insert(c.mode);
         }
         match violated {
             Some(mode) => Err(GraphError::UnsafeDuringCapture {
