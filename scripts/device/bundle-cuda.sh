@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the CUDA backend's device binaries on this machine (release, stripped) and stages them
+# in .device-bundle/cuda/ (git-ignored), which `bash scripts/device/run-cuda.sh` runs on the
+# GPU machine. Needs no CUDA toolkit here: the driver is loaded at run time.
+#
+#   bash scripts/device/bundle-cuda.sh            # default CUDA API: cuda-13000
+#   CUDA_FEATURE=cuda-12080 bash scripts/device/bundle-cuda.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+FEATURES=()
+if [[ -n "${CUDA_FEATURE:-}" ]]; then
+  FEATURES=(--no-default-features --features "$CUDA_FEATURE")
+fi
+BUNDLE=.device-bundle/cuda
+rm -rf "$BUNDLE"
+mkdir -p "$BUNDLE"
+
+EXAMPLES=(capture_probe cublas_user_kernel debug_dump bench soak)
+cargo build --release -p accel-graph-cuda "${FEATURES[@]}" --examples
+for ex in "${EXAMPLES[@]}"; do
+  cp "$CARGO_TARGET_DIR/release/examples/$ex" "$BUNDLE/$ex"
+done
+
+# Test binaries: cargo names them with a hash, so take their paths from its JSON messages.
+cargo test --release -p accel-graph-cuda "${FEATURES[@]}" --test conformance --test unavailable \
+  --no-run --message-format=json |
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
+            and "test" in msg["target"]["kind"]:
+        print(msg["target"]["name"], msg["executable"])
+' | while read -r name exe; do
+  cp "$exe" "$BUNDLE/test-$name"
+done
+
+strip "$BUNDLE"/*
+cp backend-cuda/bench/torch_graphs.py "$BUNDLE/"
+ls -l "$BUNDLE"
+du -sh "$BUNDLE"

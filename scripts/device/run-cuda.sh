@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs the CUDA binaries staged by scripts/device/bundle-cuda.sh on the GPU machine: the
+# conformance suite, the capture-semantics probe, the examples, the PyTorch comparison, the
+# benchmark and the soak. Logs go to $OUT (default ./device-logs); the exit status is non-zero
+# if any step failed.
+#
+#   bash scripts/device/run-cuda.sh [soak_replays]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=.device-bundle/cuda
+OUT="${OUT:-device-logs}"
+mkdir -p "$OUT"
+SOAK_REPLAYS="${1:-1000000}"
+
+# cuBLAS and NVRTC (for the cuBLAS + user-kernel example) from the toolkit or PyTorch's wheels.
+# Never the toolkit's stubs/ folder: its libcuda.so is a stub that fails every call with
+# CUDA_ERROR_STUB_LIBRARY, and "libcuda.so" is the first name the loader tries.
+LIBDIRS=$( { find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu \
+  $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
+  \( -name 'libcublas.so*' -o -name 'libnvrtc.so*' \) -printf '%h\n' 2>/dev/null; } |
+  grep -v '/stubs$' | sort -u | tr '\n' ':')
+echo "LD_LIBRARY_PATH prefix: $LIBDIRS"
+export LD_LIBRARY_PATH="${LIBDIRS}${LD_LIBRARY_PATH:-}"
+
+FAILED=()
+step() { # step NAME LOGFILE COMMAND...
+  local name=$1 log=$2
+  shift 2
+  echo "=== $name: $*" | tee -a "$OUT/$log"
+  local t0=$SECONDS
+  timeout 240 "$@" >>"$OUT/$log" 2>&1
+  local rc=$?
+  echo "=== $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$OUT/$log"
+  [[ $rc -eq 0 ]] || FAILED+=("$name")
+}
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } | tee "$OUT/summary.txt"
+
+step conformance conformance.log "$B/test-conformance"
+step unavailable examples.log "$B/test-unavailable"
+step capture_probe probe.log "$B/capture_probe"
+step cublas_user_kernel examples.log "$B/cublas_user_kernel"
+step debug_dump examples.log "$B/debug_dump" "$OUT/cuda_graph.dot"
+step torch_graphs bench.log env PYTHONUNBUFFERED=1 python3 "$B/torch_graphs.py" "$OUT/torch_results.txt"
+step bench bench.log "$B/bench" "$OUT/torch_results.txt"
+step soak soak.log "$B/soak" "$SOAK_REPLAYS"
+
+{
+  grep -h "^test result\|\.\.\. FAILED" "$OUT/conformance.log"
+  grep -h "^bench:" "$OUT/bench.log"
+  grep -h "^torch:" "$OUT/bench.log"
+  grep -h "^soak:" "$OUT/soak.log"
+  grep -h "OK$\|skipped" "$OUT/examples.log"
+  echo "failed steps: ${FAILED[*]:-none}"
+} | tee -a "$OUT/summary.txt"
+[[ ${#FAILED[@]} -eq 0 ]]
