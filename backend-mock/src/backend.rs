@@ -183,7 +183,7 @@ impl Backend for MockBackend {
     }
 
     fn stream_synchronize(&self, stream: &MockStream) -> Result<()> {
-        self.device.stream_synchronize(stream)
+        self.device.wait_for_stream(stream, "stream_synchronize")
     }
 
     fn is_capturing(&self, stream: &MockStream) -> Result<bool> {
@@ -252,7 +252,8 @@ impl Backend for MockBackend {
                 got: src.len(),
             });
         }
-        self.device.rules.check_unsafe_call("upload")?;
+        self.device
+            .wait_for_stream(&self.current_stream(), "upload")?;
         for (cell, value) in dst.region().cells().iter().zip(src) {
             cell.store(value.to_bits(), Ordering::Relaxed);
         }
@@ -261,7 +262,8 @@ impl Backend for MockBackend {
 
     fn download(&self, src: &MockBuffer) -> Result<Vec<f32>> {
         self.device.check_buffer(src)?;
-        self.device.rules.check_unsafe_call("download")?;
+        self.device
+            .wait_for_stream(&self.current_stream(), "download")?;
         Ok(src
             .region()
             .cells()

@@ -111,9 +111,16 @@ impl Device {
         }
     }
 
-    /// `stream_synchronize`: on a capturing stream always an error that invalidates the capture;
-    /// elsewhere an unsafe call.
-    pub(crate) fn stream_synchronize(&self, stream: &crate::MockStream) -> Result<()> {
+    /// A blocking wait for `stream` (`stream_synchronize`, and the blocking copies `upload` and
+    /// `download` on the current stream): on a capturing stream always an error that
+    /// invalidates the capture, in every mode (on CUDA the copy cannot be captured from
+    /// pageable memory and the synchronize conflicts with the capture); elsewhere an unsafe
+    /// call named `operation`.
+    pub(crate) fn wait_for_stream(
+        &self,
+        stream: &crate::MockStream,
+        operation: &'static str,
+    ) -> Result<()> {
         self.check_stream(stream)?;
         let state = self.lock();
         if let Some(id) = state.streams[stream.index].capture {
@@ -124,13 +131,13 @@ impl Device {
                 .resolved();
             drop(state);
             self.rules
-                .invalidate(id, "stream_synchronize on a capturing stream");
+                .invalidate(id, format!("{operation} on a capturing stream"));
             return Err(GraphError::UnsafeDuringCapture {
-                operation: "stream_synchronize".to_owned(),
+                operation: operation.to_owned(),
                 mode,
             });
         }
         drop(state);
-        self.rules.check_unsafe_call("stream_synchronize")
+        self.rules.check_unsafe_call(operation)
     }
 }

@@ -44,8 +44,10 @@
 //! * **Replay** runs the instantiated plan — the same arithmetic functions eager execution
 //!   uses, so replay equals eager bit for bit — on the calling thread's current stream.
 //!   Replaying on a stream that is itself capturing is [`GraphError::Unsupported`]. Upload and
-//!   download need no stream order (work is synchronous); in `Relaxed` mode they are allowed
-//!   during capture and see memory as it is, captured work not having run.
+//!   download wait for the current stream: with a capturing stream current they fail in every
+//!   mode and invalidate the capture (as `stream_synchronize` of that stream does); with
+//!   another stream current, in `Relaxed` mode, they see memory as it is, captured work not
+//!   having run.
 //! * **Sanitizer**: replay of a graph that touches memory returned to the device since capture
 //!   (a plain buffer dropped, a pool released) fails with [`GraphError::DanglingBuffer`].
 //!   Memory still owned by a held pool is not dangling.

@@ -1,0 +1,114 @@
+//! The libtest-compatible entry point behind [`crate::conformance_main!`].
+
+use std::process::ExitCode;
+
+use accel_graph_api::{Backend, GraphError};
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+
+use crate::{Outcome, cases, report::run_case};
+
+/// Runs the suite as a `harness = false` test binary: one libtest trial per case, so
+/// `cargo test` lists them, honours name filters and closes with `N passed; N failed;
+/// N ignored`. Use it through [`crate::conformance_main!`].
+///
+/// * If `backend` is an error (no device, no driver), every case is reported ignored and the
+///   reason is printed once: `skipped: backend cuda unavailable: ...`.
+/// * A case whose requirement the backend lacks is ignored, with the reason printed.
+/// * Cases run one at a time on the main thread (see [`trials`]).
+pub fn run_trials<B: Backend>(backend: Result<B, GraphError>) -> ExitCode {
+    let mut args = Arguments::from_args();
+    if args.test_threads.is_some_and(|n| n != 1) {
+        eprintln!("accel-graph conformance: cases run one at a time (--test-threads ignored)");
+    }
+    args.test_threads = Some(1);
+    libtest_mimic::run(&args, trials(backend)).exit_code()
+}
+
+/// The suite as libtest trials, one per case, in suite order (what [`run_trials`] runs).
+///
+/// Run them one at a time (`test_threads = Some(1)`): a capture in `global` mode forbids
+/// unsafe calls on every thread, so concurrent cases would disturb each other. Skip reasons
+/// (backend unavailable, missing capability) are printed here, once, and reported again by
+/// each ignored trial.
+pub fn trials<B: Backend>(backend: Result<B, GraphError>) -> Vec<Trial> {
+    match backend {
+        Err(error) => {
+            // Said once, in full; each trial only points back to it.
+            println!("skipped: {error}");
+            cases::<B>()
+                .into_iter()
+                .map(|case| {
+                    Trial::ignorable_test(case.name, || {
+                        Ok(Completion::ignored_with("backend unavailable, see above"))
+                    })
+                })
+                .collect()
+        }
+        Ok(backend) => {
+            let caps = backend.capabilities();
+            println!(
+                "accel-graph conformance: backend {} on {} ({:?})",
+                backend.kind(),
+                caps.device_name,
+                crate::SuiteConfig::from_env()
+            );
+            let all = cases::<B>();
+            for case in &all {
+                if let Some(reason) = case.skip_reason(&caps) {
+                    println!("skipped: {}: {reason}", case.name);
+                }
+            }
+            all.into_iter()
+                .map(|case| {
+                    let backend = backend.clone();
+                    Trial::ignorable_test(case.name, move || {
+                        match run_case(&backend, &case).outcome {
+                            Outcome::Passed => Ok(Completion::Completed),
+                            Outcome::Skipped(reason) => Ok(Completion::ignored_with(reason)),
+                            Outcome::Failed(message) => Err(Failed::from(message)),
+                        }
+                    })
+                })
+                .collect()
+        }
+    }
+}
+
+/// Expands to the `fn main()` of a `harness = false` test target that runs the whole suite on
+/// the backend `$ctor` builds (an expression of type `Result<B, GraphError>`).
+///
+/// In `backend-x/Cargo.toml`:
+///
+/// ```toml
+/// [dev-dependencies]
+/// accel-graph-conformance = { workspace = true }
+///
+/// [[test]]
+/// name = "conformance"
+/// harness = false
+/// ```
+///
+/// and `backend-x/tests/conformance.rs` (here for CUDA):
+///
+/// ```text
+/// accel_graph_conformance::conformance_main!(accel_graph_cuda::CudaBackend::new(0));
+/// ```
+///
+/// The mock's own run is the same line with a constructor that cannot fail:
+///
+/// ```no_run
+/// accel_graph_conformance::conformance_main!(Ok::<_, accel_graph_api::GraphError>(
+///     accel_graph_mock::MockBackend::new()
+/// ));
+/// ```
+///
+/// Then `cargo test -p backend-x --test conformance` runs one test per case, and
+/// `cargo test -p backend-x --test conformance -- 5.06` only the capture-mode cases.
+#[macro_export]
+macro_rules! conformance_main {
+    ($ctor:expr) => {
+        fn main() -> ::std::process::ExitCode {
+            $crate::run_trials($ctor)
+        }
+    };
+}
