@@ -3,16 +3,17 @@
 //! batches beyond the largest size run eagerly. Each result is checked against an eager run;
 //! the cache statistics and per-batch times are printed.
 //!
-//! Run on the mock:
-//! `cargo run -p accel-graph-api --release --example bucketed_inference -- [batches] [hidden]`
+//! Run on the mock, or any backend with `--backend`:
+//! `cargo run -p accel-graph-examples --release --bin bucketed_inference -- [--backend auto]`
 
 use std::time::Instant;
 
-use accel_graph_api::{
+use accel_graph::{
     Backend, DeviceBuffer, Result,
     utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes},
 };
-use accel_graph_mock::MockBackend;
+use accel_graph_examples::{BackendArg, init_logging};
+use clap::Parser;
 
 /// A "model" of portable ops, row-independent so padding rows cannot disturb real rows: four
 /// layers `h = a_l h + c_l` with a residual `h += 0.5 x`, then an output scale.
@@ -111,9 +112,35 @@ fn inference<B: Backend>(backend: &B, batches: usize, hidden: usize) -> Result<(
     Ok(())
 }
 
+/// Run variable batch sizes through the bucketed graph cache, checking against eager runs.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    backend: BackendArg,
+    /// Batches to run.
+    #[arg(long, default_value_t = 500)]
+    batches: usize,
+    /// Elements per row.
+    #[arg(long, default_value_t = 64)]
+    hidden: usize,
+}
+
+struct InferenceJob(Cli);
+
+impl accel_graph::BackendJob for InferenceJob {
+    type Output = Result<()>;
+    fn run<B: Backend>(self, backend: &B) -> Result<()> {
+        println!(
+            "backend {} ({})",
+            backend.kind(),
+            backend.capabilities().device_name
+        );
+        inference(backend, self.0.batches, self.0.hidden.max(1))
+    }
+}
+
 fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>());
-    let mut next = |default: usize| args.next().unwrap_or(Ok(default)).unwrap_or(default);
-    let (batches, hidden) = (next(500), next(64));
-    inference(&MockBackend::new(), batches, hidden.max(1))
+    init_logging();
+    let cli = Cli::parse();
+    accel_graph::run_on(cli.backend.choice()?, InferenceJob(cli))?
 }

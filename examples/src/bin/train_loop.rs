@@ -2,16 +2,17 @@
 //! [`FullGraphWrapper`] (Megatron's full-iteration graph): both must give the same weights bit
 //! for bit; the per-step times of both and their ratio are printed.
 //!
-//! Run on the mock:
-//! `cargo run -p accel-graph-api --release --example train_loop -- [rounds] [steps_per_round] [len] [layers]`
+//! Run on the mock, or any backend with `--backend`:
+//! `cargo run -p accel-graph-examples --release --bin train_loop -- [--backend auto]`
 
 use std::time::Instant;
 
-use accel_graph_api::{
+use accel_graph::{
     Backend, DeviceBuffer, Result,
     utils::{FullGraphWrapper, Stage},
 };
-use accel_graph_mock::MockBackend;
+use accel_graph_examples::{BackendArg, init_logging};
+use clap::Parser;
 
 /// Learning rate of the SGD update.
 const LR: f32 = 0.0625;
@@ -210,15 +211,48 @@ fn bits(values: &[f32]) -> Vec<u32> {
     values.iter().map(|v| v.to_bits()).collect()
 }
 
+/// Train eagerly and through the full-iteration graph wrapper, and compare.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    backend: BackendArg,
+    /// Rounds of alternating eager / wrapped blocks.
+    #[arg(long, default_value_t = 15)]
+    rounds: usize,
+    /// Steps per block.
+    #[arg(long, default_value_t = 20)]
+    steps_per_round: usize,
+    /// Elements per weight / activation buffer.
+    #[arg(long, default_value_t = 256)]
+    len: usize,
+    /// Layers of the model.
+    #[arg(long, default_value_t = 8)]
+    layers: usize,
+}
+
+struct TrainJob(Cli);
+
+impl accel_graph::BackendJob for TrainJob {
+    type Output = Result<()>;
+    fn run<B: Backend>(self, backend: &B) -> Result<()> {
+        let c = &self.0;
+        println!(
+            "backend {} ({})",
+            backend.kind(),
+            backend.capabilities().device_name
+        );
+        train_loop(
+            backend,
+            c.rounds.max(1),
+            c.steps_per_round.max(1),
+            c.len.max(1),
+            c.layers.max(1),
+        )
+    }
+}
+
 fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>());
-    let mut next = |default: usize| args.next().unwrap_or(Ok(default)).unwrap_or(default);
-    let (rounds, steps_per_round, len, layers) = (next(15), next(20), next(256), next(8));
-    train_loop(
-        &MockBackend::new(),
-        rounds.max(1),
-        steps_per_round.max(1),
-        len,
-        layers,
-    )
+    init_logging();
+    let cli = Cli::parse();
+    accel_graph::run_on(cli.backend.choice()?, TrainJob(cli))?
 }
