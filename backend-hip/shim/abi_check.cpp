@@ -1,0 +1,57 @@
+// Compile-time check that hip_abi.h matches the real HIP headers (build where HIP's headers are
+// installed, e.g. Debian's libamdhip64-dev):
+//   g++ -std=c++17 -fsyntax-only -D__HIP_PLATFORM_AMD__ -I/usr/include abi_check.cpp
+#include <hip/hip_runtime_api.h>
+#include <hip/hiprtc.h>
+
+#include "hip_abi.h"
+
+#define SAME(shim, hip) static_assert((long long)(shim) == (long long)(hip), #hip)
+
+SAME(SHIM_hipSuccess, hipSuccess);
+SAME(SHIM_hipErrorInvalidValue, hipErrorInvalidValue);
+SAME(SHIM_hipErrorOutOfMemory, hipErrorOutOfMemory);
+SAME(SHIM_hipErrorNotInitialized, hipErrorNotInitialized);
+SAME(SHIM_hipErrorInvalidDevice, hipErrorInvalidDevice);
+SAME(SHIM_hipErrorInvalidHandle, hipErrorInvalidHandle);
+SAME(SHIM_hipErrorNotSupported, hipErrorNotSupported);
+SAME(SHIM_hipErrorStreamCaptureUnsupported, hipErrorStreamCaptureUnsupported);
+SAME(SHIM_hipErrorStreamCaptureInvalidated, hipErrorStreamCaptureInvalidated);
+SAME(SHIM_hipErrorStreamCaptureUnjoined, hipErrorStreamCaptureUnjoined);
+SAME(SHIM_hipErrorStreamCaptureImplicit, hipErrorStreamCaptureImplicit);
+SAME(SHIM_hipErrorStreamCaptureWrongThread, hipErrorStreamCaptureWrongThread);
+SAME(SHIM_hipErrorUnknown, hipErrorUnknown);
+SAME(SHIM_hipStreamCaptureModeGlobal, hipStreamCaptureModeGlobal);
+SAME(SHIM_hipStreamCaptureModeThreadLocal, hipStreamCaptureModeThreadLocal);
+SAME(SHIM_hipStreamCaptureModeRelaxed, hipStreamCaptureModeRelaxed);
+SAME(SHIM_hipStreamCaptureStatusNone, hipStreamCaptureStatusNone);
+SAME(SHIM_hipStreamCaptureStatusActive, hipStreamCaptureStatusActive);
+SAME(SHIM_hipStreamCaptureStatusInvalidated, hipStreamCaptureStatusInvalidated);
+SAME(SHIM_hipGraphNodeTypeKernel, hipGraphNodeTypeKernel);
+SAME(SHIM_hipGraphNodeTypeMemcpy, hipGraphNodeTypeMemcpy);
+SAME(SHIM_hipGraphNodeTypeMemset, hipGraphNodeTypeMemset);
+SAME(SHIM_hipGraphNodeTypeHost, hipGraphNodeTypeHost);
+SAME(SHIM_hipGraphNodeTypeGraph, hipGraphNodeTypeGraph);
+SAME(SHIM_hipGraphNodeTypeEmpty, hipGraphNodeTypeEmpty);
+SAME(SHIM_hipGraphNodeTypeWaitEvent, hipGraphNodeTypeWaitEvent);
+SAME(SHIM_hipGraphNodeTypeEventRecord, hipGraphNodeTypeEventRecord);
+SAME(SHIM_hipMemcpyHostToHost, hipMemcpyHostToHost);
+SAME(SHIM_hipMemcpyHostToDevice, hipMemcpyHostToDevice);
+SAME(SHIM_hipMemcpyDeviceToHost, hipMemcpyDeviceToHost);
+SAME(SHIM_hipMemcpyDeviceToDevice, hipMemcpyDeviceToDevice);
+SAME(SHIM_hipMemcpyDefault, hipMemcpyDefault);
+SAME(SHIM_hipStreamDefault, hipStreamDefault);
+SAME(SHIM_hipStreamNonBlocking, hipStreamNonBlocking);
+SAME(SHIM_hipEventDefault, hipEventDefault);
+SAME(SHIM_hipEventBlockingSync, hipEventBlockingSync);
+SAME(SHIM_hipEventDisableTiming, hipEventDisableTiming);
+SAME(SHIM_hipEventInterprocess, hipEventInterprocess);
+SAME(SHIM_hipGraphInstantiateFlagAutoFreeOnLaunch, hipGraphInstantiateFlagAutoFreeOnLaunch);
+SAME(SHIM_HIPRTC_SUCCESS, HIPRTC_SUCCESS);
+SAME(SHIM_HIPRTC_ERROR_INVALID_INPUT, HIPRTC_ERROR_INVALID_INPUT);
+SAME(SHIM_HIPRTC_ERROR_INTERNAL_ERROR, HIPRTC_ERROR_INTERNAL_ERROR);
+SAME(SHIM_HIP_VERSION, HIP_VERSION);
+static_assert(sizeof(hipError_t) == sizeof(shim_hipError_t), "hipError_t size");
+static_assert(sizeof(hipStreamCaptureMode) == sizeof(int), "hipStreamCaptureMode size");
+static_assert(sizeof(hipGraphNodeType) == sizeof(int), "hipGraphNodeType size");
+static_assert(sizeof(hiprtcResult) == sizeof(shim_hiprtcResult), "hiprtcResult size");

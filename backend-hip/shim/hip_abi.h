@@ -1,0 +1,100 @@
+/*
+ * The part of the HIP 5.2 ABI (as in ROCm 5.2's hip_runtime_api.h and hiprtc.h) that the
+ * HIP-on-CUDA shim implements: enum values, flags and handle types, written out so the shim
+ * builds on a machine with only the CUDA toolkit. `abi_check.cpp` compares every value here
+ * with the real HIP headers where those are installed.
+ */
+#ifndef ACCEL_GRAPH_HIP_ABI_H
+#define ACCEL_GRAPH_HIP_ABI_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Handles: opaque pointers in HIP; the shim stores the CUDA handle in them unchanged. */
+typedef struct shim_stream* shim_hipStream_t;
+typedef struct shim_event* shim_hipEvent_t;
+typedef struct shim_graph* shim_hipGraph_t;
+typedef struct shim_graph_node* shim_hipGraphNode_t;
+typedef struct shim_graph_exec* shim_hipGraphExec_t;
+typedef struct shim_module* shim_hipModule_t;
+typedef struct shim_function* shim_hipFunction_t;
+typedef struct shim_rtc_program* shim_hiprtcProgram;
+typedef void (*shim_hipHostFn_t)(void* user_data);
+
+/* hipError_t: an int-sized enum. HIP numbers its codes as CUDA does wherever both exist. */
+typedef int shim_hipError_t;
+enum {
+    SHIM_hipSuccess = 0,
+    SHIM_hipErrorInvalidValue = 1,
+    SHIM_hipErrorOutOfMemory = 2,
+    SHIM_hipErrorNotInitialized = 3,
+    SHIM_hipErrorInvalidDevice = 101,
+    SHIM_hipErrorInvalidHandle = 400,
+    SHIM_hipErrorNotSupported = 801,
+    SHIM_hipErrorStreamCaptureUnsupported = 900,
+    SHIM_hipErrorStreamCaptureInvalidated = 901,
+    SHIM_hipErrorStreamCaptureUnjoined = 904,
+    SHIM_hipErrorStreamCaptureImplicit = 906,
+    SHIM_hipErrorStreamCaptureWrongThread = 908,
+    SHIM_hipErrorUnknown = 999
+};
+
+/* hipStreamCaptureMode / hipStreamCaptureStatus. */
+enum {
+    SHIM_hipStreamCaptureModeGlobal = 0,
+    SHIM_hipStreamCaptureModeThreadLocal = 1,
+    SHIM_hipStreamCaptureModeRelaxed = 2
+};
+enum {
+    SHIM_hipStreamCaptureStatusNone = 0,
+    SHIM_hipStreamCaptureStatusActive = 1,
+    SHIM_hipStreamCaptureStatusInvalidated = 2
+};
+
+/* hipGraphNodeType in ROCm 5.2: numbered from 1 (CUDA numbers from 0). */
+enum {
+    SHIM_hipGraphNodeTypeKernel = 1,
+    SHIM_hipGraphNodeTypeMemcpy = 2,
+    SHIM_hipGraphNodeTypeMemset = 3,
+    SHIM_hipGraphNodeTypeHost = 4,
+    SHIM_hipGraphNodeTypeGraph = 5,
+    SHIM_hipGraphNodeTypeEmpty = 6,
+    SHIM_hipGraphNodeTypeWaitEvent = 7,
+    SHIM_hipGraphNodeTypeEventRecord = 8
+};
+
+/* hipMemcpyKind. */
+enum {
+    SHIM_hipMemcpyHostToHost = 0,
+    SHIM_hipMemcpyHostToDevice = 1,
+    SHIM_hipMemcpyDeviceToHost = 2,
+    SHIM_hipMemcpyDeviceToDevice = 3,
+    SHIM_hipMemcpyDefault = 4
+};
+
+/* Stream, event and instantiation flags. */
+#define SHIM_hipStreamDefault 0x0u
+#define SHIM_hipStreamNonBlocking 0x1u
+#define SHIM_hipEventDefault 0x0u
+#define SHIM_hipEventBlockingSync 0x1u
+#define SHIM_hipEventDisableTiming 0x2u
+#define SHIM_hipEventInterprocess 0x4u
+#define SHIM_hipGraphInstantiateFlagAutoFreeOnLaunch 1ull
+
+/* hiprtcResult: numbered as nvrtcResult for the codes both have. */
+typedef int shim_hiprtcResult;
+#define SHIM_HIPRTC_SUCCESS 0
+#define SHIM_HIPRTC_ERROR_INVALID_INPUT 3
+#define SHIM_HIPRTC_ERROR_INTERNAL_ERROR 11
+
+/* The HIP runtime version the ABI above belongs to (HIP_VERSION of ROCm 5.2.3). */
+#define SHIM_HIP_VERSION 50221153
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

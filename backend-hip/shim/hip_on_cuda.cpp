@@ -1,0 +1,570 @@
+// HIP-on-CUDA forwarding library: test infrastructure for accel-graph's HIP backend.
+//
+// Built with nvcc into a library named `libamdhip64.so.5`, it exports the HIP 5.2 entry points
+// the backend uses and forwards each one to CUDA (runtime, driver, NVRTC), translating enum
+// values and error codes as HIP's own NVIDIA platform headers do. Every forwarded call really
+// reaches CUDA; anything the shim does not translate fails with a HIP error code, never with a
+// success that did no work. It proves the backend's logic on a real GPU runtime, not on AMD
+// hardware. See README.md.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <nvrtc.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hip_abi.h"
+
+#define HIP_API extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+// Every error code of HIP 5.2, with its name. HIP numbers these as CUDA (runtime and driver)
+// does, so a CUDA code that appears here keeps its value; any other becomes hipErrorUnknown.
+struct HipCode {
+    int code;
+    const char* name;
+};
+const HipCode kHipCodes[] = {
+    {0, "hipSuccess"},
+    {1, "hipErrorInvalidValue"},
+    {2, "hipErrorOutOfMemory"},
+    {3, "hipErrorNotInitialized"},
+    {4, "hipErrorDeinitialized"},
+    {5, "hipErrorProfilerDisabled"},
+    {6, "hipErrorProfilerNotInitialized"},
+    {7, "hipErrorProfilerAlreadyStarted"},
+    {8, "hipErrorProfilerAlreadyStopped"},
+    {9, "hipErrorInvalidConfiguration"},
+    {12, "hipErrorInvalidPitchValue"},
+    {13, "hipErrorInvalidSymbol"},
+    {17, "hipErrorInvalidDevicePointer"},
+    {21, "hipErrorInvalidMemcpyDirection"},
+    {35, "hipErrorInsufficientDriver"},
+    {52, "hipErrorMissingConfiguration"},
+    {53, "hipErrorPriorLaunchFailure"},
+    {98, "hipErrorInvalidDeviceFunction"},
+    {100, "hipErrorNoDevice"},
+    {101, "hipErrorInvalidDevice"},
+    {200, "hipErrorInvalidImage"},
+    {201, "hipErrorInvalidContext"},
+    {202, "hipErrorContextAlreadyCurrent"},
+    {205, "hipErrorMapFailed"},
+    {206, "hipErrorUnmapFailed"},
+    {207, "hipErrorArrayIsMapped"},
+    {208, "hipErrorAlreadyMapped"},
+    {209, "hipErrorNoBinaryForGpu"},
+    {210, "hipErrorAlreadyAcquired"},
+    {211, "hipErrorNotMapped"},
+    {212, "hipErrorNotMappedAsArray"},
+    {213, "hipErrorNotMappedAsPointer"},
+    {214, "hipErrorECCNotCorrectable"},
+    {215, "hipErrorUnsupportedLimit"},
+    {216, "hipErrorContextAlreadyInUse"},
+    {217, "hipErrorPeerAccessUnsupported"},
+    {218, "hipErrorInvalidKernelFile"},
+    {219, "hipErrorInvalidGraphicsContext"},
+    {300, "hipErrorInvalidSource"},
+    {301, "hipErrorFileNotFound"},
+    {302, "hipErrorSharedObjectSymbolNotFound"},
+    {303, "hipErrorSharedObjectInitFailed"},
+    {304, "hipErrorOperatingSystem"},
+    {400, "hipErrorInvalidHandle"},
+    {401, "hipErrorIllegalState"},
+    {500, "hipErrorNotFound"},
+    {600, "hipErrorNotReady"},
+    {700, "hipErrorIllegalAddress"},
+    {701, "hipErrorLaunchOutOfResources"},
+    {702, "hipErrorLaunchTimeOut"},
+    {704, "hipErrorPeerAccessAlreadyEnabled"},
+    {705, "hipErrorPeerAccessNotEnabled"},
+    {708, "hipErrorSetOnActiveProcess"},
+    {709, "hipErrorContextIsDestroyed"},
+    {710, "hipErrorAssert"},
+    {712, "hipErrorHostMemoryAlreadyRegistered"},
+    {713, "hipErrorHostMemoryNotRegistered"},
+    {719, "hipErrorLaunchFailure"},
+    {720, "hipErrorCooperativeLaunchTooLarge"},
+    {801, "hipErrorNotSupported"},
+    {900, "hipErrorStreamCaptureUnsupported"},
+    {901, "hipErrorStreamCaptureInvalidated"},
+    {902, "hipErrorStreamCaptureMerge"},
+    {903, "hipErrorStreamCaptureUnmatched"},
+    {904, "hipErrorStreamCaptureUnjoined"},
+    {905, "hipErrorStreamCaptureIsolation"},
+    {906, "hipErrorStreamCaptureImplicit"},
+    {907, "hipErrorCapturedEvent"},
+    {908, "hipErrorStreamCaptureWrongThread"},
+    {910, "hipErrorGraphExecUpdateFailure"},
+    {999, "hipErrorUnknown"},
+    {1052, "hipErrorRuntimeMemory"},
+    {1053, "hipErrorRuntimeOther"},
+};
+
+const char* hip_name(int code) {
+    for (const HipCode& c : kHipCodes) {
+        if (c.code == code) return c.name;
+    }
+    return nullptr;
+}
+
+bool trace_enabled() {
+    static const bool on = std::getenv("HIP_ON_CUDA_TRACE") != nullptr;
+    return on;
+}
+
+// A CUDA code keeps its value when HIP 5.2 has it; else hipErrorUnknown, reported on stderr so
+// the lost detail is visible.
+shim_hipError_t from_cuda_code(int code, const char* cuda_name, const char* call) {
+    if (hip_name(code) != nullptr) {
+        if (code != 0 && trace_enabled()) {
+            std::fprintf(stderr, "[hip-on-cuda] %s -> %s (%d)\n", call, cuda_name, code);
+        }
+        return code;
+    }
+    std::fprintf(stderr, "[hip-on-cuda] %s: %s (%d) has no HIP 5.2 code: hipErrorUnknown\n",
+                 call, cuda_name, code);
+    return SHIM_hipErrorUnknown;
+}
+
+shim_hipError_t rt(cudaError_t e, const char* call) {
+    return from_cuda_code(static_cast<int>(e), cudaGetErrorName(e), call);
+}
+
+shim_hipError_t drv(CUresult e, const char* call) {
+    const char* name = nullptr;
+    if (cuGetErrorName(e, &name) != CUDA_SUCCESS || name == nullptr) name = "CUDA_ERROR_?";
+    return from_cuda_code(static_cast<int>(e), name, call);
+}
+
+shim_hipError_t unsupported(const char* call, const char* what) {
+    std::fprintf(stderr, "[hip-on-cuda] %s: %s is not translated: hipErrorNotSupported\n", call,
+                 what);
+    return SHIM_hipErrorNotSupported;
+}
+
+// The driver-API calls need the runtime's primary context current on the calling thread.
+shim_hipError_t ensure_context(const char* call) {
+    CUcontext ctx = nullptr;
+    CUresult r = cuCtxGetCurrent(&ctx);
+    if (r != CUDA_SUCCESS) return drv(r, call);
+    if (ctx != nullptr) return SHIM_hipSuccess;
+    int device = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e != cudaSuccess) return rt(e, call);
+    CUdevice dev;
+    r = cuDeviceGet(&dev, device);
+    if (r != CUDA_SUCCESS) return drv(r, call);
+    r = cuDevicePrimaryCtxRetain(&ctx, dev);
+    if (r != CUDA_SUCCESS) return drv(r, call);
+    return drv(cuCtxSetCurrent(ctx), call);
+}
+
+bool capture_mode_to_cuda(int mode, cudaStreamCaptureMode* out) {
+    switch (mode) {
+        case SHIM_hipStreamCaptureModeGlobal: *out = cudaStreamCaptureModeGlobal; return true;
+        case SHIM_hipStreamCaptureModeThreadLocal: *out = cudaStreamCaptureModeThreadLocal; return true;
+        case SHIM_hipStreamCaptureModeRelaxed: *out = cudaStreamCaptureModeRelaxed; return true;
+        default: return false;
+    }
+}
+
+int capture_mode_to_hip(cudaStreamCaptureMode mode) {
+    switch (mode) {
+        case cudaStreamCaptureModeGlobal: return SHIM_hipStreamCaptureModeGlobal;
+        case cudaStreamCaptureModeThreadLocal: return SHIM_hipStreamCaptureModeThreadLocal;
+        default: return SHIM_hipStreamCaptureModeRelaxed;
+    }
+}
+
+cudaStream_t S(shim_hipStream_t s) { return reinterpret_cast<cudaStream_t>(s); }
+cudaEvent_t E(shim_hipEvent_t e) { return reinterpret_cast<cudaEvent_t>(e); }
+cudaGraph_t G(shim_hipGraph_t g) { return reinterpret_cast<cudaGraph_t>(g); }
+cudaGraphExec_t X(shim_hipGraphExec_t x) { return reinterpret_cast<cudaGraphExec_t>(x); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- device and errors
+
+HIP_API shim_hipError_t hipInit(unsigned int flags) { return drv(cuInit(flags), "hipInit"); }
+
+HIP_API shim_hipError_t hipGetDeviceCount(int* count) {
+    return rt(cudaGetDeviceCount(count), "hipGetDeviceCount");
+}
+
+HIP_API shim_hipError_t hipSetDevice(int device) {
+    return rt(cudaSetDevice(device), "hipSetDevice");
+}
+
+HIP_API shim_hipError_t hipDeviceGetName(char* name, int len, int device) {
+    CUdevice dev;
+    CUresult r = cuDeviceGet(&dev, device);
+    if (r != CUDA_SUCCESS) return drv(r, "hipDeviceGetName");
+    char cuda_name[256] = {0};
+    r = cuDeviceGetName(cuda_name, sizeof cuda_name - 1, dev);
+    if (r != CUDA_SUCCESS) return drv(r, "hipDeviceGetName");
+    if (name == nullptr || len <= 0) return SHIM_hipErrorInvalidValue;
+    // The name says what runs underneath, so no report mistakes it for an AMD device.
+    std::snprintf(name, static_cast<size_t>(len), "%s (CUDA, through HIP-on-CUDA)", cuda_name);
+    return SHIM_hipSuccess;
+}
+
+HIP_API shim_hipError_t hipRuntimeGetVersion(int* version) {
+    if (version == nullptr) return SHIM_hipErrorInvalidValue;
+    // The ABI implemented is HIP 5.2's (enum numbering included), whatever CUDA runs below.
+    *version = SHIM_HIP_VERSION;
+    return SHIM_hipSuccess;
+}
+
+HIP_API const char* hipGetErrorName(shim_hipError_t code) {
+    const char* name = hip_name(code);
+    return name != nullptr ? name : "hipErrorUnknown";
+}
+
+HIP_API const char* hipGetErrorString(shim_hipError_t code) {
+    // As HIP's NVIDIA headers do: CUDA's description of the same code.
+    if (hip_name(code) == nullptr) return "unknown error";
+    return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
+
+HIP_API shim_hipError_t hipGetLastError(void) {
+    return rt(cudaGetLastError(), "hipGetLastError");
+}
+
+HIP_API shim_hipError_t hipDeviceSynchronize(void) {
+    return rt(cudaDeviceSynchronize(), "hipDeviceSynchronize");
+}
+
+// ---------------------------------------------------------------- streams and events
+
+HIP_API shim_hipError_t hipStreamCreateWithFlags(shim_hipStream_t* stream, unsigned int flags) {
+    if (flags & ~SHIM_hipStreamNonBlocking) return unsupported("hipStreamCreateWithFlags", "flag");
+    unsigned int cuda_flags =
+        (flags & SHIM_hipStreamNonBlocking) ? cudaStreamNonBlocking : cudaStreamDefault;
+    return rt(cudaStreamCreateWithFlags(reinterpret_cast<cudaStream_t*>(stream), cuda_flags),
+              "hipStreamCreateWithFlags");
+}
+
+HIP_API shim_hipError_t hipStreamDestroy(shim_hipStream_t stream) {
+    return rt(cudaStreamDestroy(S(stream)), "hipStreamDestroy");
+}
+
+HIP_API shim_hipError_t hipStreamSynchronize(shim_hipStream_t stream) {
+    return rt(cudaStreamSynchronize(S(stream)), "hipStreamSynchronize");
+}
+
+HIP_API shim_hipError_t hipStreamWaitEvent(shim_hipStream_t stream, shim_hipEvent_t event,
+                                           unsigned int flags) {
+    if (flags != 0) return unsupported("hipStreamWaitEvent", "flags");
+    return rt(cudaStreamWaitEvent(S(stream), E(event), 0), "hipStreamWaitEvent");
+}
+
+HIP_API shim_hipError_t hipEventCreateWithFlags(shim_hipEvent_t* event, unsigned int flags) {
+    const unsigned int known =
+        SHIM_hipEventBlockingSync | SHIM_hipEventDisableTiming | SHIM_hipEventInterprocess;
+    if (flags & ~known) return unsupported("hipEventCreateWithFlags", "flag");
+    unsigned int cuda_flags = 0;
+    if (flags & SHIM_hipEventBlockingSync) cuda_flags |= cudaEventBlockingSync;
+    if (flags & SHIM_hipEventDisableTiming) cuda_flags |= cudaEventDisableTiming;
+    if (flags & SHIM_hipEventInterprocess) cuda_flags |= cudaEventInterprocess;
+    return rt(cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(event), cuda_flags),
+              "hipEventCreateWithFlags");
+}
+
+HIP_API shim_hipError_t hipEventDestroy(shim_hipEvent_t event) {
+    return rt(cudaEventDestroy(E(event)), "hipEventDestroy");
+}
+
+HIP_API shim_hipError_t hipEventRecord(shim_hipEvent_t event, shim_hipStream_t stream) {
+    return rt(cudaEventRecord(E(event), S(stream)), "hipEventRecord");
+}
+
+HIP_API shim_hipError_t hipEventSynchronize(shim_hipEvent_t event) {
+    return rt(cudaEventSynchronize(E(event)), "hipEventSynchronize");
+}
+
+// ---------------------------------------------------------------- memory
+
+HIP_API shim_hipError_t hipMalloc(void** ptr, size_t size) {
+    return rt(cudaMalloc(ptr, size), "hipMalloc");
+}
+
+HIP_API shim_hipError_t hipFree(void* ptr) { return rt(cudaFree(ptr), "hipFree"); }
+
+HIP_API shim_hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, int kind,
+                                       shim_hipStream_t stream) {
+    cudaMemcpyKind cuda_kind;
+    switch (kind) {
+        case SHIM_hipMemcpyHostToHost: cuda_kind = cudaMemcpyHostToHost; break;
+        case SHIM_hipMemcpyHostToDevice: cuda_kind = cudaMemcpyHostToDevice; break;
+        case SHIM_hipMemcpyDeviceToHost: cuda_kind = cudaMemcpyDeviceToHost; break;
+        case SHIM_hipMemcpyDeviceToDevice: cuda_kind = cudaMemcpyDeviceToDevice; break;
+        case SHIM_hipMemcpyDefault: cuda_kind = cudaMemcpyDefault; break;
+        default: return SHIM_hipErrorInvalidValue;
+    }
+    return rt(cudaMemcpyAsync(dst, src, bytes, cuda_kind, S(stream)), "hipMemcpyAsync");
+}
+
+HIP_API shim_hipError_t hipMemsetD32Async(void* dst, int value, size_t count,
+                                          shim_hipStream_t stream) {
+    shim_hipError_t e = ensure_context("hipMemsetD32Async");
+    if (e != SHIM_hipSuccess) return e;
+    return drv(cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(dst), static_cast<unsigned int>(value),
+                                count, reinterpret_cast<CUstream>(stream)),
+               "hipMemsetD32Async");
+}
+
+// ---------------------------------------------------------------- stream capture and graphs
+
+HIP_API shim_hipError_t hipStreamBeginCapture(shim_hipStream_t stream, int mode) {
+    cudaStreamCaptureMode cuda_mode;
+    if (!capture_mode_to_cuda(mode, &cuda_mode)) return SHIM_hipErrorInvalidValue;
+    return rt(cudaStreamBeginCapture(S(stream), cuda_mode), "hipStreamBeginCapture");
+}
+
+HIP_API shim_hipError_t hipStreamEndCapture(shim_hipStream_t stream, shim_hipGraph_t* graph) {
+    return rt(cudaStreamEndCapture(S(stream), reinterpret_cast<cudaGraph_t*>(graph)),
+              "hipStreamEndCapture");
+}
+
+HIP_API shim_hipError_t hipStreamGetCaptureInfo(shim_hipStream_t stream, int* status,
+                                                unsigned long long* id) {
+    cudaStreamCaptureStatus cuda_status = cudaStreamCaptureStatusNone;
+    unsigned long long cuda_id = 0;
+    shim_hipError_t e = rt(cudaStreamGetCaptureInfo(S(stream), &cuda_status, &cuda_id),
+                           "hipStreamGetCaptureInfo");
+    if (e != SHIM_hipSuccess) return e;
+    if (status != nullptr) {
+        switch (cuda_status) {
+            case cudaStreamCaptureStatusNone: *status = SHIM_hipStreamCaptureStatusNone; break;
+            case cudaStreamCaptureStatusActive: *status = SHIM_hipStreamCaptureStatusActive; break;
+            default: *status = SHIM_hipStreamCaptureStatusInvalidated; break;
+        }
+    }
+    if (id != nullptr) *id = cuda_id;
+    return SHIM_hipSuccess;
+}
+
+HIP_API shim_hipError_t hipThreadExchangeStreamCaptureMode(int* mode) {
+    if (mode == nullptr) return SHIM_hipErrorInvalidValue;
+    cudaStreamCaptureMode cuda_mode;
+    if (!capture_mode_to_cuda(*mode, &cuda_mode)) return SHIM_hipErrorInvalidValue;
+    shim_hipError_t e =
+        rt(cudaThreadExchangeStreamCaptureMode(&cuda_mode), "hipThreadExchangeStreamCaptureMode");
+    if (e == SHIM_hipSuccess) *mode = capture_mode_to_hip(cuda_mode);
+    return e;
+}
+
+HIP_API shim_hipError_t hipGraphDestroy(shim_hipGraph_t graph) {
+    return rt(cudaGraphDestroy(G(graph)), "hipGraphDestroy");
+}
+
+HIP_API shim_hipError_t hipGraphInstantiateWithFlags(shim_hipGraphExec_t* exec,
+                                                     shim_hipGraph_t graph,
+                                                     unsigned long long flags) {
+    if (flags & ~SHIM_hipGraphInstantiateFlagAutoFreeOnLaunch) {
+        return unsupported("hipGraphInstantiateWithFlags", "flag");
+    }
+    unsigned long long cuda_flags =
+        (flags & SHIM_hipGraphInstantiateFlagAutoFreeOnLaunch) ? cudaGraphInstantiateFlagAutoFreeOnLaunch : 0;
+    return rt(cudaGraphInstantiateWithFlags(reinterpret_cast<cudaGraphExec_t*>(exec), G(graph),
+                                            cuda_flags),
+              "hipGraphInstantiateWithFlags");
+}
+
+HIP_API shim_hipError_t hipGraphExecDestroy(shim_hipGraphExec_t exec) {
+    return rt(cudaGraphExecDestroy(X(exec)), "hipGraphExecDestroy");
+}
+
+HIP_API shim_hipError_t hipGraphLaunch(shim_hipGraphExec_t exec, shim_hipStream_t stream) {
+    return rt(cudaGraphLaunch(X(exec), S(stream)), "hipGraphLaunch");
+}
+
+// Not in ROCm 5.2 (added in later 5.x releases, same signature); the backend looks it up at run
+// time and uses it where present.
+HIP_API shim_hipError_t hipGraphUpload(shim_hipGraphExec_t exec, shim_hipStream_t stream) {
+    return rt(cudaGraphUpload(X(exec), S(stream)), "hipGraphUpload");
+}
+
+// As hipGraphUpload: a later 5.x entry point. Flag bit 0 (verbose) means the same in HIP and
+// CUDA; other bits are not translated.
+HIP_API shim_hipError_t hipGraphDebugDotPrint(shim_hipGraph_t graph, const char* path,
+                                              unsigned int flags) {
+    if (flags & ~1u) return unsupported("hipGraphDebugDotPrint", "flag");
+    return rt(cudaGraphDebugDotPrint(G(graph), path, flags ? static_cast<unsigned int>(cudaGraphDebugDotFlagsVerbose) : 0u),
+              "hipGraphDebugDotPrint");
+}
+
+HIP_API shim_hipError_t hipGraphGetNodes(shim_hipGraph_t graph, shim_hipGraphNode_t* nodes,
+                                         size_t* count) {
+    return rt(cudaGraphGetNodes(G(graph), reinterpret_cast<cudaGraphNode_t*>(nodes), count),
+              "hipGraphGetNodes");
+}
+
+HIP_API shim_hipError_t hipGraphGetEdges(shim_hipGraph_t graph, shim_hipGraphNode_t* from,
+                                         shim_hipGraphNode_t* to, size_t* count) {
+#if CUDART_VERSION >= 13000
+    return rt(cudaGraphGetEdges(G(graph), reinterpret_cast<cudaGraphNode_t*>(from),
+                                reinterpret_cast<cudaGraphNode_t*>(to), nullptr, count),
+              "hipGraphGetEdges");
+#else
+    return rt(cudaGraphGetEdges(G(graph), reinterpret_cast<cudaGraphNode_t*>(from),
+                                reinterpret_cast<cudaGraphNode_t*>(to), count),
+              "hipGraphGetEdges");
+#endif
+}
+
+HIP_API shim_hipError_t hipGraphNodeGetType(shim_hipGraphNode_t node, int* type) {
+    cudaGraphNodeType t;
+    shim_hipError_t e =
+        rt(cudaGraphNodeGetType(reinterpret_cast<cudaGraphNode_t>(node), &t), "hipGraphNodeGetType");
+    if (e != SHIM_hipSuccess) return e;
+    switch (t) {
+        case cudaGraphNodeTypeKernel: *type = SHIM_hipGraphNodeTypeKernel; break;
+        case cudaGraphNodeTypeMemcpy: *type = SHIM_hipGraphNodeTypeMemcpy; break;
+        case cudaGraphNodeTypeMemset: *type = SHIM_hipGraphNodeTypeMemset; break;
+        case cudaGraphNodeTypeHost: *type = SHIM_hipGraphNodeTypeHost; break;
+        case cudaGraphNodeTypeGraph: *type = SHIM_hipGraphNodeTypeGraph; break;
+        case cudaGraphNodeTypeEmpty: *type = SHIM_hipGraphNodeTypeEmpty; break;
+        case cudaGraphNodeTypeWaitEvent: *type = SHIM_hipGraphNodeTypeWaitEvent; break;
+        case cudaGraphNodeTypeEventRecord: *type = SHIM_hipGraphNodeTypeEventRecord; break;
+        // Memory, semaphore and conditional nodes have no HIP 5.2 type.
+        default: return unsupported("hipGraphNodeGetType", "this CUDA node type");
+    }
+    return SHIM_hipSuccess;
+}
+
+HIP_API shim_hipError_t hipLaunchHostFunc(shim_hipStream_t stream, shim_hipHostFn_t fn,
+                                          void* user_data) {
+    return rt(cudaLaunchHostFunc(S(stream), fn, user_data), "hipLaunchHostFunc");
+}
+
+// ---------------------------------------------------------------- modules and kernels
+
+HIP_API shim_hipError_t hipModuleLoadData(shim_hipModule_t* module, const void* image) {
+    shim_hipError_t e = ensure_context("hipModuleLoadData");
+    if (e != SHIM_hipSuccess) return e;
+    return drv(cuModuleLoadData(reinterpret_cast<CUmodule*>(module), image), "hipModuleLoadData");
+}
+
+HIP_API shim_hipError_t hipModuleGetFunction(shim_hipFunction_t* function, shim_hipModule_t module,
+                                             const char* name) {
+    return drv(cuModuleGetFunction(reinterpret_cast<CUfunction*>(function),
+                                   reinterpret_cast<CUmodule>(module), name),
+               "hipModuleGetFunction");
+}
+
+HIP_API shim_hipError_t hipModuleUnload(shim_hipModule_t module) {
+    return drv(cuModuleUnload(reinterpret_cast<CUmodule>(module)), "hipModuleUnload");
+}
+
+HIP_API shim_hipError_t hipModuleLaunchKernel(shim_hipFunction_t f, unsigned int gx,
+                                              unsigned int gy, unsigned int gz, unsigned int bx,
+                                              unsigned int by, unsigned int bz,
+                                              unsigned int shared_bytes, shim_hipStream_t stream,
+                                              void** params, void** extra) {
+    // HIP_LAUNCH_PARAM_* and CU_LAUNCH_PARAM_* differ in value; `extra` is not translated.
+    if (extra != nullptr) return unsupported("hipModuleLaunchKernel", "`extra`");
+    shim_hipError_t e = ensure_context("hipModuleLaunchKernel");
+    if (e != SHIM_hipSuccess) return e;
+    return drv(cuLaunchKernel(reinterpret_cast<CUfunction>(f), gx, gy, gz, bx, by, bz, shared_bytes,
+                              reinterpret_cast<CUstream>(stream), params, nullptr),
+               "hipModuleLaunchKernel");
+}
+
+// ---------------------------------------------------------------- hiprtc over NVRTC
+
+namespace {
+
+// HIP's device-side names for kernel sources written with them; CUDA's own names work as is.
+const char kPrelude[] =
+    "#define hipThreadIdx_x threadIdx.x\n#define hipThreadIdx_y threadIdx.y\n"
+    "#define hipThreadIdx_z threadIdx.z\n#define hipBlockIdx_x blockIdx.x\n"
+    "#define hipBlockIdx_y blockIdx.y\n#define hipBlockIdx_z blockIdx.z\n"
+    "#define hipBlockDim_x blockDim.x\n#define hipBlockDim_y blockDim.y\n"
+    "#define hipBlockDim_z blockDim.z\n#define hipGridDim_x gridDim.x\n"
+    "#define hipGridDim_y gridDim.y\n#define hipGridDim_z gridDim.z\n"
+    "#define __HIP_PLATFORM_NVIDIA__ 1\n#line 1\n";
+
+const char* const kRtcNames[] = {
+    "HIPRTC_SUCCESS",
+    "HIPRTC_ERROR_OUT_OF_MEMORY",
+    "HIPRTC_ERROR_PROGRAM_CREATION_FAILURE",
+    "HIPRTC_ERROR_INVALID_INPUT",
+    "HIPRTC_ERROR_INVALID_PROGRAM",
+    "HIPRTC_ERROR_INVALID_OPTION",
+    "HIPRTC_ERROR_COMPILATION",
+    "HIPRTC_ERROR_BUILTIN_OPERATION_FAILURE",
+    "HIPRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION",
+    "HIPRTC_ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION",
+    "HIPRTC_ERROR_NAME_EXPRESSION_NOT_VALID",
+    "HIPRTC_ERROR_INTERNAL_ERROR",
+};
+
+// nvrtcResult 0..11 are numbered as hiprtcResult; newer NVRTC codes have no HIP 5.2 value.
+shim_hiprtcResult rtc(nvrtcResult r, const char* call) {
+    int code = static_cast<int>(r);
+    if (code >= 0 && code <= SHIM_HIPRTC_ERROR_INTERNAL_ERROR) return code;
+    std::fprintf(stderr, "[hip-on-cuda] %s: %s has no hiprtc code: HIPRTC_ERROR_INTERNAL_ERROR\n",
+                 call, nvrtcGetErrorString(r));
+    return SHIM_HIPRTC_ERROR_INTERNAL_ERROR;
+}
+
+nvrtcProgram P(shim_hiprtcProgram p) { return reinterpret_cast<nvrtcProgram>(p); }
+
+}  // namespace
+
+HIP_API const char* hiprtcGetErrorString(shim_hiprtcResult result) {
+    if (result >= 0 && result <= SHIM_HIPRTC_ERROR_INTERNAL_ERROR) return kRtcNames[result];
+    return "HIPRTC_ERROR_INVALID_INPUT";
+}
+
+HIP_API shim_hiprtcResult hiprtcCreateProgram(shim_hiprtcProgram* prog, const char* src,
+                                              const char* name, int num_headers,
+                                              const char** headers, const char** include_names) {
+    if (prog == nullptr || src == nullptr) return SHIM_HIPRTC_ERROR_INVALID_INPUT;
+    std::string full = std::string(kPrelude) + src;
+    return rtc(nvrtcCreateProgram(reinterpret_cast<nvrtcProgram*>(prog), full.c_str(), name,
+                                  num_headers, headers, include_names),
+               "hiprtcCreateProgram");
+}
+
+HIP_API shim_hiprtcResult hiprtcCompileProgram(shim_hiprtcProgram prog, int num_options,
+                                               const char** options) {
+    // hiprtc targets the current device by default; NVRTC needs the architecture spelled out.
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+        return SHIM_HIPRTC_ERROR_INTERNAL_ERROR;
+    }
+    std::string arch = "--gpu-architecture=sm_" + std::to_string(major * 10 + minor);
+    std::vector<const char*> opts(options, options + (num_options > 0 ? num_options : 0));
+    opts.push_back(arch.c_str());
+    return rtc(nvrtcCompileProgram(P(prog), static_cast<int>(opts.size()), opts.data()),
+               "hiprtcCompileProgram");
+}
+
+HIP_API shim_hiprtcResult hiprtcGetProgramLogSize(shim_hiprtcProgram prog, size_t* size) {
+    return rtc(nvrtcGetProgramLogSize(P(prog), size), "hiprtcGetProgramLogSize");
+}
+
+HIP_API shim_hiprtcResult hiprtcGetProgramLog(shim_hiprtcProgram prog, char* log) {
+    return rtc(nvrtcGetProgramLog(P(prog), log), "hiprtcGetProgramLog");
+}
+
+// The code object is a cubin for the current device (hipModuleLoadData loads it).
+HIP_API shim_hiprtcResult hiprtcGetCodeSize(shim_hiprtcProgram prog, size_t* size) {
+    return rtc(nvrtcGetCUBINSize(P(prog), size), "hiprtcGetCodeSize");
+}
+
+HIP_API shim_hiprtcResult hiprtcGetCode(shim_hiprtcProgram prog, char* code) {
+    return rtc(nvrtcGetCUBIN(P(prog), code), "hiprtcGetCode");
+}
+
+HIP_API shim_hiprtcResult hiprtcDestroyProgram(shim_hiprtcProgram* prog) {
+    return rtc(nvrtcDestroyProgram(reinterpret_cast<nvrtcProgram*>(prog)), "hiprtcDestroyProgram");
+}

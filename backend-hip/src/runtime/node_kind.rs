@@ -1,0 +1,69 @@
+//! Graph node types as the runtime reports them, decoded into [`NodeKind`].
+
+use std::ffi::c_int;
+
+use accel_graph_api::NodeKind;
+
+/// The first runtime version (`hipRuntimeGetVersion`) numbering node types from 0.
+const ZERO_BASED_SINCE: i32 = 50_300_000;
+
+/// Decodes `hipGraphNodeGetType`'s value for a runtime of version `runtime_version`.
+///
+/// ROCm 5.2 numbers node types from 1 (Kernel = 1 ... EventRecord = 8, then Memcpy1D = 9,
+/// MemcpyFromSymbol = 10, MemcpyToSymbol = 11); later releases from 0, as CUDA does, and
+/// disagree among themselves past EventRecord = 7, so those values stay `Other`.
+pub(crate) fn decode(raw: c_int, runtime_version: i32) -> NodeKind {
+    if runtime_version < ZERO_BASED_SINCE {
+        match raw {
+            1 => NodeKind::Kernel,
+            2 | 9 | 10 | 11 => NodeKind::Memcpy,
+            3 => NodeKind::Memset,
+            4 => NodeKind::Host,
+            6 => NodeKind::Empty,
+            7 => NodeKind::EventWait,
+            8 => NodeKind::EventRecord,
+            _ => NodeKind::Other,
+        }
+    } else {
+        match raw {
+            0 => NodeKind::Kernel,
+            1 => NodeKind::Memcpy,
+            2 => NodeKind::Memset,
+            3 => NodeKind::Host,
+            5 => NodeKind::Empty,
+            6 => NodeKind::EventWait,
+            7 => NodeKind::EventRecord,
+            _ => NodeKind::Other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROCM_5_2: i32 = 50_221_153;
+    const ROCM_6_0: i32 = 60_032_830;
+
+    #[test]
+    fn rocm_5_2_numbers_from_one() {
+        assert_eq!(decode(1, ROCM_5_2), NodeKind::Kernel);
+        assert_eq!(decode(2, ROCM_5_2), NodeKind::Memcpy);
+        assert_eq!(decode(3, ROCM_5_2), NodeKind::Memset);
+        assert_eq!(decode(4, ROCM_5_2), NodeKind::Host);
+        assert_eq!(decode(5, ROCM_5_2), NodeKind::Other); // child graph
+        assert_eq!(decode(8, ROCM_5_2), NodeKind::EventRecord);
+        assert_eq!(decode(9, ROCM_5_2), NodeKind::Memcpy); // Memcpy1D
+        assert_eq!(decode(0, ROCM_5_2), NodeKind::Other);
+    }
+
+    #[test]
+    fn later_releases_number_from_zero() {
+        assert_eq!(decode(0, ROCM_6_0), NodeKind::Kernel);
+        assert_eq!(decode(1, ROCM_6_0), NodeKind::Memcpy);
+        assert_eq!(decode(2, ROCM_6_0), NodeKind::Memset);
+        assert_eq!(decode(3, ROCM_6_0), NodeKind::Host);
+        assert_eq!(decode(7, ROCM_6_0), NodeKind::EventRecord);
+        assert_eq!(decode(10, ROCM_6_0), NodeKind::Other);
+    }
+}

@@ -1,0 +1,84 @@
+//! Consistency checks of the HIP-on-CUDA shim's sources (built only on a GPU machine, so
+//! mistakes would otherwise surface there first):
+//!
+//! * every function the shim exports is listed in its symbol-version script (the script hides
+//!   whatever it does not list);
+//! * with the `runtime` feature (HIP headers present), the HIP 5.2 values the shim writes out
+//!   match the real headers, checked by compiling `shim/abi_check.cpp`.
+
+use std::{collections::BTreeSet, path::PathBuf};
+
+fn shim_file(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("shim")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Names of the functions defined with `HIP_API` in the shim.
+fn exported_functions() -> BTreeSet<String> {
+    let source = shim_file("hip_on_cuda.cpp");
+    source
+        .lines()
+        .filter(|l| l.starts_with("HIP_API "))
+        .filter_map(|l| {
+            let before_paren = &l[..l.find('(')?];
+            let name = before_paren.rsplit([' ', '*']).next()?;
+            Some(name.to_owned())
+        })
+        .collect()
+}
+
+/// Names listed as `global:` symbols in the version script.
+fn versioned_symbols() -> BTreeSet<String> {
+    shim_file("libamdhip64.map")
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("hip") && l.ends_with(';'))
+        .map(|l| l.trim_end_matches(';').to_owned())
+        .collect()
+}
+
+#[test]
+fn every_exported_function_has_a_symbol_version() {
+    let exported = exported_functions();
+    assert!(exported.len() > 40, "parsed too few exports: {exported:?}");
+    assert!(exported.contains("hipStreamBeginCapture") && exported.contains("hiprtcGetCode"));
+    let versioned = versioned_symbols();
+    let unlisted: Vec<_> = exported.difference(&versioned).collect();
+    assert!(
+        unlisted.is_empty(),
+        "exported but hidden by the version script: {unlisted:?}"
+    );
+    let stale: Vec<_> = versioned.difference(&exported).collect();
+    assert!(
+        stale.is_empty(),
+        "in the version script but not defined: {stale:?}"
+    );
+}
+
+#[cfg(feature = "runtime")]
+#[test]
+fn the_shim_abi_matches_the_hip_headers() {
+    let hip_path = std::env::var("HIP_PATH").unwrap_or_else(|_| "/opt/rocm".to_owned());
+    let include = PathBuf::from(hip_path).join("include");
+    let check = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("shim/abi_check.cpp");
+    let compiler = std::env::var("CXX").unwrap_or_else(|_| "c++".to_owned());
+    let output = std::process::Command::new(&compiler)
+        .args([
+            "-std=c++17",
+            "-fsyntax-only",
+            "-D__HIP_PLATFORM_AMD__",
+            "-I",
+        ])
+        .arg(&include)
+        .arg(&check)
+        .output()
+        .unwrap_or_else(|e| panic!("running {compiler} (a C++ compiler is needed): {e}"));
+    assert!(
+        output.status.success(),
+        "shim/abi_check.cpp does not compile against {}:\n{}",
+        include.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

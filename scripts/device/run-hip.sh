@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# On the GPU machine (CUDA toolkit, no Rust): builds the HIP-on-CUDA shim as
+# libamdhip64.so.5 and runs the HIP backend's test binaries staged by bundle-hip.sh against it.
+# This checks the backend's logic on a real GPU runtime (CUDA underneath), not on AMD hardware.
+#
+#   bash scripts/device/run-hip.sh        (logs go to $OUT, or ./hip-logs without it)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-hip-logs}"
+mkdir -p "$out"
+bundle=.device-bundle/hip
+shim_dir=$(mktemp -d)
+{
+    echo "== device"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    echo "== nvcc"; nvcc --version | tail -2
+} 2>&1 | tee "$out/environment.txt"
+
+echo "== building the shim" | tee "$out/shim-build.txt"
+# libcuda comes with the driver; link against the toolkit's stub where the driver ships no
+# development symlink (the real library is loaded at run time).
+cuda_root=$(dirname "$(dirname "$(command -v nvcc)")")
+stubs=""
+for d in "$cuda_root/lib64/stubs" "$cuda_root/targets/x86_64-linux/lib/stubs"; do
+    [ -d "$d" ] && stubs="$stubs -L$d"
+done
+# shellcheck disable=SC2086
+nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -Xcompiler -fvisibility=hidden \
+    -Xlinker -soname=libamdhip64.so.5 -Xlinker --version-script=backend-hip/shim/libamdhip64.map \
+    -o "$shim_dir/libamdhip64.so.5" backend-hip/shim/hip_on_cuda.cpp $stubs -lcuda -lnvrtc \
+    2>&1 | tee -a "$out/shim-build.txt"
+if [ ! -f "$shim_dir/libamdhip64.so.5" ]; then
+    echo "shim build failed" | tee -a "$out/shim-build.txt"
+    exit 1
+fi
+# Every HIP symbol the binaries import must be exported by the shim.
+nm -D --defined-only "$shim_dir/libamdhip64.so.5" | awk '{print $3}' | sed 's/@.*//' | grep -E '^hip' \
+    | LC_ALL=C sort -u \
+    > "$shim_dir/exported.txt"
+missing=$(LC_ALL=C comm -23 "$bundle/hip-symbols.txt" "$shim_dir/exported.txt")
+echo "imported: $(wc -l < "$bundle/hip-symbols.txt"), missing from the shim: ${missing:-none}" \
+    | tee -a "$out/shim-build.txt"
+
+export LD_LIBRARY_PATH="$shim_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+status=0
+for name in unavailable conformance; do
+    exe="$bundle/bin/$name"
+    [ -x "$exe" ] || { echo "missing $exe" | tee -a "$out/$name.txt"; status=1; continue; }
+    echo "== $name (LD_LIBRARY_PATH=$shim_dir)" | tee "$out/$name.txt"
+    ldd "$exe" | grep amdhip | tee -a "$out/$name.txt"
+    timeout 240 "$exe" --test-threads=1 "$@" 2>&1 | tee -a "$out/$name.txt"
+    rc=${PIPESTATUS[0]}
+    echo "== $name exit status $rc" | tee -a "$out/$name.txt"
+    [ "$rc" = 0 ] || status=1
+done
+exit $status
