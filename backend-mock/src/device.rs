@@ -13,8 +13,8 @@ use accel_graph_api::{
 };
 
 use crate::{
-    MockBuffer, MockConfig, MockEvent, MockStream, counters::Counters, driver_error,
-    faults::Faults, memory::MockAllocator, op::Op, raw_graph::RawGraph,
+    MockBuffer, MockConfig, MockEvent, MockStream, counters::Counters, faults::Faults,
+    memory::MockAllocator, op::Op, raw_graph::RawGraph,
 };
 
 /// Process-wide source of backend instance ids (never 0).
@@ -193,10 +193,10 @@ impl Device {
         }
         let mut state = self.lock();
         if state.streams[stream.index].capture.is_some() {
-            return Err(driver_error::illegal_state(format!(
-                "stream {} is capturing already",
-                stream.index
-            )));
+            return Err(accel_graph_api::EmulatedCudaError::IllegalState.error(
+                "mock",
+                format!("stream {} is capturing already", stream.index),
+            ));
         }
         let id = self.rules.begin(mode);
         state.captures.push(CaptureState {

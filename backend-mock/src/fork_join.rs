@@ -2,7 +2,7 @@
 
 use accel_graph_api::{GraphError, Result};
 
-use crate::{MockEvent, device::Device, driver_error, event::EventState};
+use crate::{MockEvent, device::Device, event::EventState};
 
 impl Device {
     /// Records `event` on the current stream.
@@ -40,7 +40,8 @@ impl Device {
             (EventState::NeverRecorded, _) | (EventState::Recorded, None) => Ok(()),
             (EventState::Recorded, Some(capture)) => {
                 self.ensure_valid(capture)?;
-                let err = driver_error::capture_isolation(
+                let err = accel_graph_api::EmulatedCudaError::CaptureIsolation.error(
+                    "mock",
                     "a capturing stream waited on an event recorded outside the capture",
                 );
                 self.rules.invalidate(capture, err.to_string());
@@ -48,7 +49,8 @@ impl Device {
             }
             (EventState::Captured { capture, nodes }, None) => {
                 if state.capture(capture).is_none() {
-                    return Err(driver_error::capture_isolation(
+                    return Err(accel_graph_api::EmulatedCudaError::CaptureIsolation.error(
+                        "mock",
                         "waited outside capture on an event recorded inside a capture",
                     ));
                 }
@@ -56,7 +58,8 @@ impl Device {
                     // The default stream never takes part in a capture, so to it the event
                     // lies outside its reach, as for an ended capture. The capture itself is
                     // untouched: none of its streams did anything wrong.
-                    return Err(driver_error::capture_isolation(
+                    return Err(accel_graph_api::EmulatedCudaError::CaptureIsolation.error(
+                        "mock",
                         "the default stream waited on an event recorded in a capture (the \
                          default stream cannot join a capture)",
                     ));
@@ -74,7 +77,8 @@ impl Device {
             (EventState::Captured { capture, nodes }, Some(own)) => {
                 self.ensure_valid(own)?;
                 if capture != own {
-                    let err = driver_error::capture_merge(
+                    let err = accel_graph_api::EmulatedCudaError::CaptureMerge.error(
+                        "mock",
                         "a capturing stream waited on an event recorded in another capture",
                     );
                     self.rules.invalidate(own, err.to_string());
@@ -104,9 +108,11 @@ impl Device {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         match recorded {
-            EventState::Captured { .. } => Err(driver_error::captured_event(
-                "event_synchronize on an event recorded in a capture",
-            )),
+            EventState::Captured { .. } => Err(accel_graph_api::EmulatedCudaError::CapturedEvent
+                .error(
+                    "mock",
+                    "event_synchronize on an event recorded in a capture",
+                )),
             EventState::NeverRecorded | EventState::Recorded => Ok(()),
         }
     }

@@ -82,7 +82,6 @@ mod backend;
 mod config;
 mod counters;
 mod device;
-mod driver_error;
 mod event;
 mod faults;
 mod fork_join;

@@ -316,7 +316,8 @@ impl Backend for WgpuBackend {
             (EventState::Unrecorded, _) | (EventState::Submitted(_), None) => Ok(()),
             (EventState::Submitted(_), Some(own)) => {
                 self.ensure_valid(&own)?;
-                let err = driver_error::capture_isolation(
+                let err = accel_graph_api::EmulatedCudaError::CaptureIsolation.error(
+                    "wgpu",
                     "a capturing stream waited on an event recorded outside the capture",
                 );
                 self.ctx.rules.invalidate(own.id, err.to_string());
@@ -324,15 +325,15 @@ impl Backend for WgpuBackend {
             }
             (EventState::Captured { session, nodes }, None) => {
                 let Some(session) = session.upgrade().filter(|s| s.is_open()) else {
-                    return Err(driver_error::capture_isolation(
+                    return Err(accel_graph_api::EmulatedCudaError::CaptureIsolation.error(
+                        "wgpu",
                         "waited outside capture on an event recorded inside a capture",
                     ));
                 };
                 self.ensure_valid(&session)?;
                 if !stream.inner.capturable {
-                    let err = driver_error::capture_unsupported(
-                        "the default stream cannot join a capture",
-                    );
+                    let err = accel_graph_api::EmulatedCudaError::CaptureUnsupported
+                        .error("wgpu", "the default stream cannot join a capture");
                     self.ctx.rules.invalidate(session.id, err.to_string());
                     return Err(err);
                 }
@@ -344,7 +345,8 @@ impl Backend for WgpuBackend {
             (EventState::Captured { session, nodes }, Some(own)) => {
                 self.ensure_valid(&own)?;
                 if !session.upgrade().is_some_and(|s| Arc::ptr_eq(&s, &own)) {
-                    let err = driver_error::capture_merge(
+                    let err = accel_graph_api::EmulatedCudaError::CaptureMerge.error(
+                        "wgpu",
                         "a capturing stream waited on an event recorded in another capture",
                     );
                     self.ctx.rules.invalidate(own.id, err.to_string());
@@ -364,9 +366,11 @@ impl Backend for WgpuBackend {
         match state {
             EventState::Submitted(Some(index)) => self.ctx.gpu.wait(Some(index)),
             EventState::Submitted(None) | EventState::Unrecorded => Ok(()),
-            EventState::Captured { .. } => Err(driver_error::captured_event(
-                "event_synchronize on an event recorded in a capture",
-            )),
+            EventState::Captured { .. } => Err(accel_graph_api::EmulatedCudaError::CapturedEvent
+                .error(
+                    "wgpu",
+                    "event_synchronize on an event recorded in a capture",
+                )),
         }
     }
 

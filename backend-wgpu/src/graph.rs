@@ -61,10 +61,10 @@ impl GraphImpl for WgpuGraphImpl {
         }
         let mut state = stream.state();
         if state.capture.is_some() {
-            return Err(crate::driver_error::illegal_state(format!(
-                "stream {} is capturing already",
-                stream.id()
-            )));
+            return Err(accel_graph_api::EmulatedCudaError::IllegalState.error(
+                "wgpu",
+                format!("stream {} is capturing already", stream.id()),
+            ));
         }
         let id = self.ctx.rules.begin(mode);
         let session = CaptureSession::new(id, pool, mode.resolved(), stream.clone());

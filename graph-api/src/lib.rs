@@ -30,6 +30,7 @@ mod capabilities;
 mod capture_mode;
 pub mod capture_rules;
 mod current_stream;
+mod emulated_cuda_error;
 mod error;
 mod front;
 mod graph;
@@ -46,6 +47,7 @@ pub use backend::{Backend, BackendKind, DeviceBuffer, HostCallback, StreamGuard}
 pub use capabilities::Capabilities;
 pub use capture_mode::CaptureErrorMode;
 pub use current_stream::CurrentStream;
+pub use emulated_cuda_error::EmulatedCudaError;
 pub use error::{GraphError, Result};
 pub use front::Graph;
 pub use graph::{AcceleratorGraph, CaptureExt};
