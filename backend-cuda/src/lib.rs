@@ -9,10 +9,11 @@
 //!
 //! ## CUDA versions
 //!
-//! The cargo features pick the CUDA API the bindings target: `cuda-13000` (default, for
-//! drivers of CUDA 13.x) or `cuda-12080` (for drivers of CUDA 12.8 and newer), selected with
-//! `default-features = false, features = ["cuda-12080"]` (exactly one of the two). Both were
-//! run through the whole conformance suite on driver 580 (CUDA 13.0). Drivers older than
+//! The bindings target the CUDA 12.8 driver API (cudarc's `cuda-12080`), which every driver
+//! of CUDA 12.8 and newer provides, 13.x included: the whole conformance suite and the
+//! benchmarks ran with these bindings, and with CUDA 13.0 bindings, on driver 580 (CUDA 13.0).
+//! The choice is fixed rather than a cargo feature because cudarc's version features are
+//! mutually exclusive and `--all-features` builds must keep working. Drivers older than
 //! CUDA 12.3 are not supported: the backend uses `cuStreamGetCaptureInfo_v3` and
 //! `cuGraphGetEdges_v2`. The portable ops are hand-written PTX (ISA 6.0, `sm_50` and newer)
 //! that the driver compiles at load, so no toolkit or NVRTC is needed at run time.

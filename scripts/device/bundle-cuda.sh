@@ -3,27 +3,22 @@
 # in .device-bundle/cuda/ (git-ignored), which `bash scripts/device/run-cuda.sh` runs on the
 # GPU machine. Needs no CUDA toolkit here: the driver is loaded at run time.
 #
-#   bash scripts/device/bundle-cuda.sh            # default CUDA API: cuda-13000
-#   CUDA_FEATURE=cuda-12080 bash scripts/device/bundle-cuda.sh
+#   bash scripts/device/bundle-cuda.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-FEATURES=()
-if [[ -n "${CUDA_FEATURE:-}" ]]; then
-  FEATURES=(--no-default-features --features "$CUDA_FEATURE")
-fi
 BUNDLE=.device-bundle/cuda
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE"
 
 EXAMPLES=(capture_probe cublas_user_kernel debug_dump bench soak)
-cargo build --release -p accel-graph-cuda "${FEATURES[@]}" --examples
+cargo build --release -p accel-graph-cuda --examples
 for ex in "${EXAMPLES[@]}"; do
   cp "$CARGO_TARGET_DIR/release/examples/$ex" "$BUNDLE/$ex"
 done
 
 # Test binaries: cargo names them with a hash, so take their paths from its JSON messages.
-cargo test --release -p accel-graph-cuda "${FEATURES[@]}" --test conformance --test unavailable \
+cargo test --release -p accel-graph-cuda --test conformance --test unavailable \
   --no-run --message-format=json |
   python3 -c '
 import json, sys
