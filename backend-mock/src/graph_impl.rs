@@ -1,6 +1,6 @@
 //! `MockGraphImpl`: the mock's half of a graph ([`accel_graph_api::GraphImpl`]).
 
-use std::{path::Path, sync::Arc};
+use std::sync::Arc;
 
 use accel_graph_api::{
     CaptureErrorMode, GraphError, GraphImpl, GraphTopology, PoolId, Result,
@@ -9,13 +9,8 @@ use accel_graph_api::{
 };
 
 use crate::{
-    MockStream,
-    counters::Counters,
-    device::Device,
-    faults::FaultSite,
-    memory::MockAllocator,
-    plan::ReplayPlan,
-    raw_graph::{DOT_NAME, RawGraph},
+    MockStream, counters::Counters, device::Device, faults::FaultSite, memory::MockAllocator,
+    plan::ReplayPlan, raw_graph::RawGraph,
 };
 
 /// A capture this graph has in progress.
@@ -168,12 +163,6 @@ impl GraphImpl for MockGraphImpl {
 
     fn reset(&mut self) {
         self.release_all();
-    }
-
-    fn debug_dump(&self, path: &Path) -> Result<()> {
-        let dot = self.topology()?.to_dot(DOT_NAME);
-        std::fs::write(path, dot)?;
-        Ok(())
     }
 
     fn topology(&self) -> Result<GraphTopology> {

@@ -4,9 +4,6 @@ use accel_graph_api::GraphTopology;
 
 use crate::op::Op;
 
-/// Name given to every dumped graph (deterministic: no id of the process in it).
-pub(crate) const DOT_NAME: &str = "accel_graph_mock";
-
 /// A captured graph before instantiation.
 ///
 /// Dependencies are stored flat (`deps[dep_start[i]..dep_start[i + 1]]` for node `i`) so that

@@ -2,7 +2,7 @@
 //! into a [`CaptureSession`]; `capture_end` keeps the recorded nodes as the raw graph;
 //! `instantiate` turns them into a [`ReplayPlan`]; `replay` re-encodes that plan.
 
-use std::{path::Path, sync::Arc};
+use std::sync::Arc;
 
 use accel_graph_api::{
     CaptureErrorMode, GraphError, GraphImpl, GraphTopology, PoolId, Result,
@@ -126,12 +126,6 @@ impl GraphImpl for WgpuGraphImpl {
         self.raw = None;
         self.exec = None;
         self.hold = None;
-    }
-
-    fn debug_dump(&self, path: &Path) -> Result<()> {
-        let dot = self.topology()?.to_dot("accel-graph wgpu");
-        std::fs::write(path, dot)?;
-        Ok(())
     }
 
     fn topology(&self) -> Result<GraphTopology> {

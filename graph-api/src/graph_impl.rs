@@ -33,9 +33,21 @@ pub trait GraphImpl: Send + 'static {
     /// Drops everything (aborting a capture in progress) and releases the pool hold.
     fn reset(&mut self);
 
-    /// Writes the raw graph as DOT to `path`.
-    fn debug_dump(&self, path: &Path) -> Result<()>;
+    /// Writes the raw graph as DOT to `path`. The default renders [`GraphImpl::topology`]
+    /// (graph named `accel_graph_<backend>`); backends with a native dump (CUDA's
+    /// `cuGraphDebugDotPrint`) override it.
+    fn debug_dump(&self, path: &Path) -> Result<()> {
+        write_topology_dot(self, path)
+    }
 
     /// Nodes and edges of the raw graph.
     fn topology(&self) -> Result<GraphTopology>;
+}
+
+/// Writes `graph`'s topology as DOT to `path`: the default [`GraphImpl::debug_dump`], also the
+/// fallback of backends whose native dump is missing at run time.
+pub fn write_topology_dot<G: GraphImpl + ?Sized>(graph: &G, path: &Path) -> Result<()> {
+    let name = format!("accel_graph_{}", graph.backend_name());
+    std::fs::write(path, graph.topology()?.to_dot(&name))?;
+    Ok(())
 }

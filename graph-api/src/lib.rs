@@ -51,7 +51,7 @@ pub use emulated_cuda_error::EmulatedCudaError;
 pub use error::{GraphError, Result};
 pub use front::Graph;
 pub use graph::{AcceleratorGraph, CaptureExt};
-pub use graph_impl::GraphImpl;
+pub use graph_impl::{GraphImpl, write_topology_dot};
 pub use memory_stats::MemoryStats;
 pub use options::GraphOptions;
 pub use pool_id::PoolId;

@@ -285,9 +285,7 @@ impl GraphImpl for HipGraphImpl {
             let err = unsafe { dot_print(raw.0, c_path.as_ptr(), 1) };
             return self.check(err, "debug_dump (hipGraphDebugDotPrint)");
         }
-        let topology = self.topology()?;
-        std::fs::write(path, topology.to_dot("hip_graph"))?;
-        Ok(())
+        accel_graph_api::write_topology_dot(self, path)
     }
 
     fn topology(&self) -> Result<GraphTopology> {
