@@ -46,12 +46,7 @@ pub fn trials<B: Backend>(backend: Result<B, GraphError>) -> Vec<Trial> {
         }
         Ok(backend) => {
             let caps = backend.capabilities();
-            println!(
-                "accel-graph conformance: backend {} on {} ({:?})",
-                backend.kind(),
-                caps.device_name,
-                crate::SuiteConfig::from_env()
-            );
+            crate::report::print_banner(&backend, &caps);
             let all = cases::<B>();
             for case in &all {
                 if let Some(reason) = case.skip_reason(&caps) {

@@ -160,12 +160,7 @@ pub fn run_case<B: Backend>(backend: &B, case: &Case<B>) -> CaseOutcome {
 /// ```
 pub fn run_report<B: Backend>(backend: &B) -> Report {
     let caps = backend.capabilities();
-    println!(
-        "accel-graph conformance: backend {} on {} ({:?})",
-        backend.kind(),
-        caps.device_name,
-        crate::SuiteConfig::from_env()
-    );
+    print_banner(backend, &caps);
     let mut report = Report::default();
     for case in cases::<B>() {
         report.push(run_case(backend, &case));
@@ -173,6 +168,16 @@ pub fn run_report<B: Backend>(backend: &B) -> Report {
     print!("{}", report.table());
     println!("{}", report.summary());
     report
+}
+
+/// The first line of every run: backend, device and the sizes of the randomized cases.
+pub(crate) fn print_banner<B: Backend>(backend: &B, caps: &accel_graph_api::Capabilities) {
+    println!(
+        "accel-graph conformance: backend {} on {} ({:?})",
+        backend.kind(),
+        caps.device_name,
+        crate::SuiteConfig::from_env()
+    );
 }
 
 /// The text of a panic payload.
