@@ -3,15 +3,17 @@
 /// Settings of a [`crate::MockBackend`], for [`crate::MockBackend::with_config`].
 ///
 /// ```
-/// use accel_graph_api::{Backend, GraphError};
+/// use accel_graph_api::{Backend, DeviceBuffer, GraphError};
 /// use accel_graph_mock::{MockBackend, MockConfig};
 /// let backend = MockBackend::with_config(MockConfig {
 ///     base_address: 0x1000,
 ///     memory_capacity: Some(4096),
 ///     ..MockConfig::default()
-/// });
+/// })?;
 /// assert_eq!(backend.alloc(4)?.device_address(), 0x1000);
 /// assert!(matches!(backend.alloc(2048), Err(GraphError::OutOfMemory { .. })));
+/// // An address space that cannot hold an allocation is refused up front.
+/// assert!(MockBackend::with_config(MockConfig { base_address: u64::MAX, ..MockConfig::default() }).is_err());
 /// # Ok::<(), GraphError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,11 +26,26 @@ pub struct MockConfig {
     /// Fill new device memory with NaN instead of zeros, so reads of memory that was never
     /// written show up (allocation contents are unspecified on real devices).
     pub poison_new_memory: bool,
+    /// Instances made with the same `shared_device` model one device, as CUDA instances of
+    /// one device share its context: their capture-mode rules are one (a `global` capture
+    /// forbids unsafe calls through every one of them) and frees wait for any of their
+    /// captures. `None` (the default): a device of its own, so independent tests running in
+    /// parallel threads do not disturb each other's captures.
+    pub shared_device: Option<u32>,
 }
 
 impl MockConfig {
     /// The default first address: recognisable in dumps and far from zero.
     pub const DEFAULT_BASE_ADDRESS: u64 = 0x7f00_0000_0000;
+
+    /// The default configuration on the shared simulated device `device` (see
+    /// [`MockConfig::shared_device`]).
+    pub fn shared(device: u32) -> Self {
+        MockConfig {
+            shared_device: Some(device),
+            ..MockConfig::default()
+        }
+    }
 }
 
 impl Default for MockConfig {
@@ -37,6 +54,7 @@ impl Default for MockConfig {
             base_address: Self::DEFAULT_BASE_ADDRESS,
             memory_capacity: None,
             poison_new_memory: false,
+            shared_device: None,
         }
     }
 }

@@ -6,14 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A snapshot of a [`crate::MockBackend`]'s counters (shared by its clones).
 ///
 /// ```
-/// use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions};
+/// use accel_graph_api::prelude::*;
 /// use accel_graph_mock::MockBackend;
 /// let backend = MockBackend::new();
 /// let x = backend.alloc_from(&[0.0; 2])?;
 /// backend.add_scalar(&x, 1.0)?; // eager
 /// let s = backend.new_stream()?;
 /// let mut g = backend.graph(GraphOptions::new())?;
-/// backend.capture_on(&s, &mut g, || backend.scale(&x, 2.0))??;
+/// backend.capture_on(&s, &mut g, || backend.scale(&x, 2.0))?;
 /// g.replay()?;
 /// let c = backend.counters();
 /// assert_eq!((c.eager_ops, c.captured_ops, c.replays, c.nodes_replayed), (1, 1, 1, 1));
@@ -32,10 +32,13 @@ pub struct MockCounters {
     pub replays: u64,
     /// Graph nodes executed by replays.
     pub nodes_replayed: u64,
-    /// Successful allocations (plain and pool).
+    /// Buffer allocations asked for (plain and pool; counted before the device is asked).
     pub allocations: u64,
     /// Successful instantiations (explicit, at `capture_end`, or lazy at first replay).
     pub instantiations: u64,
+    /// Device frees that reached the device while a capture ran (each one would break the
+    /// capture on a GPU; the driver layer defers frees past captures, so this stays 0).
+    pub frees_during_capture: u64,
 }
 
 /// The live counters.
@@ -47,6 +50,7 @@ pub(crate) struct Counters {
     pub(crate) nodes_replayed: AtomicU64,
     pub(crate) allocations: AtomicU64,
     pub(crate) instantiations: AtomicU64,
+    pub(crate) frees_during_capture: AtomicU64,
 }
 
 impl Counters {
@@ -63,6 +67,7 @@ impl Counters {
             nodes_replayed: get(&self.nodes_replayed),
             allocations: get(&self.allocations),
             instantiations: get(&self.instantiations),
+            frees_during_capture: get(&self.frees_during_capture),
         }
     }
 
@@ -74,6 +79,7 @@ impl Counters {
             &self.nodes_replayed,
             &self.allocations,
             &self.instantiations,
+            &self.frees_during_capture,
         ] {
             c.store(0, Ordering::Relaxed);
         }

@@ -1,66 +1,148 @@
-//! `MockEvent`: fork/join across streams, with CUDA's capture semantics.
+//! Simulated events: CUDA's fork/join rules during capture (through the driver layer's
+//! software capture), timing on the device's virtual clock, and external event nodes.
 
-use std::sync::Mutex;
+use std::sync::{
+    Arc, Mutex, MutexGuard,
+    atomic::{AtomicBool, AtomicU64, Ordering},
+};
 
-use accel_graph_api::capture_rules::CaptureId;
+use accel_graph_api::{EventOptions, backend_kit::EmulatedCudaError};
+use accel_graph_driver::{
+    DriverError, DriverResult,
+    api::DriverEvents,
+    software::{EventMark, captured_event_error},
+};
 
-/// An event of a [`crate::MockBackend`].
+use crate::{MockDevice, ops::MockCommand, stream::MockStreamState};
+
+/// One simulated event (the driver-level object behind a [`crate::MockEvent`]).
 ///
-/// Outside capture the mock is synchronous, so recording and waiting order nothing and always
-/// succeed. During capture they are CUDA's fork/join: recording on a capturing stream remembers
-/// that stream's last nodes; waiting on it from another stream pulls that stream into the same
-/// capture, its next work depending on those nodes. They become plain dependency edges of the
-/// graph, not nodes (as CUDA's stream capture does).
-///
-/// ```
-/// use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions, NodeKind};
-/// use accel_graph_mock::MockBackend;
-/// let backend = MockBackend::new();
-/// let (a, b) = (backend.alloc_from(&[0.0])?, backend.alloc_from(&[0.0])?);
-/// let (main, side) = (backend.new_stream()?, backend.new_stream()?);
-/// let (fork, join) = (backend.new_event()?, backend.new_event()?);
-/// let mut g = backend.graph(GraphOptions::new().keep_graph(true))?;
-/// backend.capture_on(&main, &mut g, || -> accel_graph_api::Result<()> {
-///     backend.record_event(&fork)?;
-///     {
-///         let _side = backend.use_stream(&side);
-///         backend.wait_event(&fork)?; // side joins the capture
-///         backend.add_scalar(&b, 2.0)?;
-///         backend.record_event(&join)?;
-///     }
-///     backend.add_scalar(&a, 1.0)?;
-///     backend.wait_event(&join) // joined back: capture_end succeeds
-/// })??;
-/// assert_eq!(g.nodes()?.count(NodeKind::Kernel), 2);
-/// g.replay()?;
-/// assert_eq!((backend.download(&a)?, backend.download(&b)?), (vec![1.0], vec![2.0]));
-/// # Ok::<(), accel_graph_api::GraphError>(())
-/// ```
-#[derive(Debug)]
-pub struct MockEvent {
-    pub(crate) device: u64,
-    pub(crate) index: u64,
-    pub(crate) state: Mutex<EventState>,
+/// Outside capture the mock is synchronous, so an event completes when recorded, at the
+/// virtual time of the device (one microsecond per command run); on a stalled stream it
+/// completes when the stream's queue reaches it.
+pub struct MockEventState {
+    options: EventOptions,
+    mark: Mutex<EventMark<u64>>,
+    /// Recorded on a stalled stream and not reached yet.
+    pending: AtomicBool,
+    /// Virtual time of the last completed record, in microseconds.
+    stamp: AtomicU64,
 }
 
-impl MockEvent {
-    /// Index of the event in its backend (counts up from 1 per backend instance).
-    pub fn index(&self) -> u64 {
-        self.index
+impl MockEventState {
+    fn mark(&self) -> MutexGuard<'_, EventMark<u64>> {
+        // Replaced whole: a panic elsewhere cannot tear it.
+        self.mark.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The record reached the device at virtual time `now`.
+    pub(crate) fn complete(&self, now: u64) {
+        self.stamp.store(now, Ordering::Release);
+        *self.mark() = EventMark::Eager(now);
+        self.pending.store(false, Ordering::Release);
     }
 }
 
-/// What the last `record_event` left in an event.
-#[derive(Debug, Clone, Default)]
-pub(crate) enum EventState {
-    /// Never recorded: waiting on it is a no-op, as in CUDA.
-    #[default]
-    NeverRecorded,
-    /// Recorded outside any capture.
-    Recorded,
-    /// Recorded on a stream of capture `capture`, after `nodes`.
-    Captured {
-        capture: CaptureId,
-        nodes: Vec<usize>,
-    },
+impl std::fmt::Debug for MockEventState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockEventState")
+            .field("options", &self.options)
+            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl DriverEvents for MockDevice {
+    type Event = Arc<MockEventState>;
+
+    fn create_event(&self, options: EventOptions) -> DriverResult<Arc<MockEventState>> {
+        self.alive()?;
+        Ok(Arc::new(MockEventState {
+            options,
+            mark: Mutex::new(EventMark::Unrecorded),
+            pending: AtomicBool::new(false),
+            stamp: AtomicU64::new(0),
+        }))
+    }
+
+    fn record_event(
+        &self,
+        event: &Arc<MockEventState>,
+        stream: &Arc<MockStreamState>,
+    ) -> DriverResult<()> {
+        self.alive()?;
+        let capturing = self.capture.capture_id(stream.index()).is_some();
+        if event.options.external && capturing {
+            // An external event is a node of the graph: each replay records it.
+            return self.issue(stream, MockCommand::RecordEvent(Arc::clone(event)));
+        }
+        if let Some(mark) = self.capture.record_event(stream.index())? {
+            *event.mark() = mark;
+            return Ok(());
+        }
+        event.pending.store(true, Ordering::Release);
+        self.issue(stream, MockCommand::RecordEvent(Arc::clone(event)))
+    }
+
+    fn wait_event(
+        &self,
+        stream: &Arc<MockStreamState>,
+        event: &Arc<MockEventState>,
+    ) -> DriverResult<()> {
+        self.alive()?;
+        let capturing = self.capture.capture_id(stream.index()).is_some();
+        if event.options.external && capturing {
+            return self.issue(stream, MockCommand::WaitEvent);
+        }
+        if event.pending.load(Ordering::Acquire) && !capturing {
+            return Err(DriverError::emulated(
+                EmulatedCudaError::NotReady,
+                "the mock cannot order a stream behind an event of a stalled stream",
+            ));
+        }
+        let mark = event.mark().clone();
+        self.capture
+            .wait_event(stream.index(), stream.index() == 0, &mark)
+    }
+
+    fn event_synchronize(&self, event: &Arc<MockEventState>) -> DriverResult<()> {
+        self.alive()?;
+        if matches!(*event.mark(), EventMark::Captured { .. }) {
+            return Err(captured_event_error());
+        }
+        if event.pending.load(Ordering::Acquire) {
+            return Err(crate::error::stalled("event_synchronize"));
+        }
+        Ok(())
+    }
+
+    fn event_query(&self, event: &Arc<MockEventState>) -> DriverResult<bool> {
+        self.alive()?;
+        Ok(!event.pending.load(Ordering::Acquire))
+    }
+
+    fn elapsed_ms(&self, start: &Arc<MockEventState>, end: &Arc<MockEventState>) -> DriverResult<f32> {
+        self.alive()?;
+        for event in [start, end] {
+            if event.pending.load(Ordering::Acquire)
+                || !matches!(*event.mark(), EventMark::Eager(_))
+            {
+                return Err(DriverError::emulated(
+                    EmulatedCudaError::InvalidValue,
+                    "elapsed_time needs two events whose records completed",
+                ));
+            }
+        }
+        let (from, to) = (
+            start.stamp.load(Ordering::Acquire),
+            end.stamp.load(Ordering::Acquire),
+        );
+        // Virtual microseconds to milliseconds; negative when `end` completed first, as CUDA's.
+        let micros = if to >= from {
+            to.abs_diff(from) as f64
+        } else {
+            -(from.abs_diff(to) as f64)
+        };
+        Ok((micros / 1000.0) as f32)
+    }
 }

@@ -1,5 +1,5 @@
-//! Fault injection: make the n-th allocation, instantiation or replay fail, to test how users'
-//! code handles device errors.
+//! Fault injection: make the n-th allocation, instantiation or replay fail, or make a replay
+//! hit a device fault, to test how users' code handles device errors.
 
 use std::sync::{
     Mutex,
@@ -17,6 +17,11 @@ pub enum FaultSite {
     Instantiate,
     /// Graph replay.
     Replay,
+    /// A graph replay that hits an illegal address (as a buggy kernel would): the device is
+    /// unusable from then on, and every later call fails with
+    /// [`GraphError::DeviceFault`] naming `CUDA_ERROR_ILLEGAL_ADDRESS`, as CUDA's sticky
+    /// errors do.
+    DeviceFault,
 }
 
 impl FaultSite {
@@ -26,6 +31,7 @@ impl FaultSite {
             FaultSite::Alloc => "alloc",
             FaultSite::Instantiate => "instantiate",
             FaultSite::Replay => "replay",
+            FaultSite::DeviceFault => "device fault",
         }
     }
 
@@ -45,7 +51,7 @@ struct Armed {
 pub(crate) struct Faults {
     /// Fast path: replay checks this flag only, so an unarmed backend pays one relaxed load.
     any_armed: AtomicBool,
-    armed: Mutex<[Option<Armed>; 3]>,
+    armed: Mutex<[Option<Armed>; 4]>,
 }
 
 impl Faults {
@@ -60,7 +66,7 @@ impl Faults {
     /// Disarms every site.
     pub(crate) fn clear(&self) {
         let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        *armed = [None; 3];
+        *armed = [None; 4];
         self.any_armed.store(false, Ordering::Relaxed);
     }
 

@@ -1,5 +1,5 @@
-//! Simulated device memory: blocks of host memory at deterministic virtual addresses, and the
-//! buffer type handed to users.
+//! Simulated device memory: blocks of host memory at deterministic virtual addresses.
+#![deny(clippy::arithmetic_side_effects)]
 
 use std::{
     fmt,
@@ -9,10 +9,10 @@ use std::{
     },
 };
 
-use accel_graph_api::{
-    DeviceBuffer, GraphError, Result,
-    pools::{OwnedAllocation, RawAllocator},
-};
+use accel_graph_api::backend_kit::EmulatedCudaError;
+use accel_graph_driver::{DriverError, DriverResult, api::DriverMemory};
+
+use crate::{MockDevice, error::invalid_config, stream::MockStreamState};
 
 /// Device addresses are aligned like CUDA's allocations (at least 256 bytes).
 pub const ADDRESS_ALIGNMENT: u64 = 256;
@@ -22,22 +22,22 @@ pub const ADDRESS_ALIGNMENT: u64 = 256;
 /// Elements are stored as `AtomicU32` bit patterns of `f32`: relaxed atomic loads and stores
 /// compile to plain moves, need no `unsafe`, and let several streams (threads) touch the same
 /// memory as a GPU would, without undefined behaviour.
-pub(crate) struct MockBlock {
+pub struct MockBlock {
     address: u64,
     bytes: usize,
     pub(crate) cells: Box<[AtomicU32]>,
-    /// Set when the block goes back to the device; the sanitizer checks it before replay.
+    /// Set when the block goes back to the device; the sanitizer checks it before each node.
     released: AtomicBool,
 }
 
 impl MockBlock {
     /// The virtual device address of the block.
-    pub(crate) fn address(&self) -> u64 {
+    pub fn address(&self) -> u64 {
         self.address
     }
 
-    /// True once the block was returned to the device (a plain buffer dropped, a pool released).
-    pub(crate) fn is_released(&self) -> bool {
+    /// True once the block was returned to the device.
+    pub fn is_released(&self) -> bool {
         self.released.load(Ordering::Acquire)
     }
 }
@@ -52,54 +52,92 @@ impl fmt::Debug for MockBlock {
     }
 }
 
-/// The mock's raw allocator: a bump allocator over a virtual address space starting at a fixed
+/// The simulated address space: a bump allocator over virtual addresses starting at a fixed
 /// base, so the same program sees the same addresses. Addresses are never reused, which makes
 /// "freed since capture" a permanent, cheap fact for the sanitizer.
-pub(crate) struct MockAllocator {
+pub(crate) struct AddressSpace {
     next_address: AtomicU64,
     in_use: AtomicUsize,
     capacity: Option<usize>,
     poison: bool,
 }
 
-impl MockAllocator {
-    pub(crate) fn new(base_address: u64, capacity: Option<usize>, poison: bool) -> Self {
-        MockAllocator {
-            next_address: AtomicU64::new(base_address.next_multiple_of(ADDRESS_ALIGNMENT)),
+impl AddressSpace {
+    pub(crate) fn new(
+        base_address: u64,
+        capacity: Option<usize>,
+        poison: bool,
+    ) -> accel_graph_api::Result<Self> {
+        let first = base_address
+            .checked_next_multiple_of(ADDRESS_ALIGNMENT)
+            .filter(|first| first.checked_add(ADDRESS_ALIGNMENT).is_some())
+            .ok_or_else(|| {
+                invalid_config(format!(
+                    "MockConfig::base_address {base_address:#x} leaves no room for an \
+                     allocation below 2^64"
+                ))
+            })?;
+        Ok(AddressSpace {
+            next_address: AtomicU64::new(first),
             in_use: AtomicUsize::new(0),
             capacity,
             poison,
-        }
+        })
     }
 
-    fn out_of_memory(bytes: usize) -> GraphError {
-        GraphError::OutOfMemory {
-            backend: "mock",
-            requested_bytes: bytes,
-        }
+    fn out_of_memory(bytes: usize, why: &str) -> DriverError {
+        DriverError::emulated(
+            EmulatedCudaError::OutOfMemory,
+            format!("cuMemAlloc of {bytes} bytes: {why}"),
+        )
     }
-}
 
-impl RawAllocator for MockAllocator {
-    type Block = Arc<MockBlock>;
+    /// Reserves `bytes` of capacity, or nothing: a refused request never counts, even for a
+    /// moment, against other threads' requests.
+    fn reserve(&self, bytes: usize) -> DriverResult<()> {
+        self.in_use
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                let total = used.checked_add(bytes)?;
+                match self.capacity {
+                    Some(cap) if total > cap => None,
+                    _ => Some(total),
+                }
+            })
+            .map(|_| ())
+            .map_err(|_| Self::out_of_memory(bytes, "the device's capacity is exhausted"))
+    }
 
-    fn allocate(&self, bytes: usize) -> Result<Arc<MockBlock>> {
-        let reserved = self.in_use.fetch_add(bytes, Ordering::Relaxed);
-        let over = match self.capacity {
-            Some(cap) => reserved.checked_add(bytes).is_none_or(|total| total > cap),
-            None => false,
-        };
-        let elements = bytes.div_ceil(4);
-        let mut cells = Vec::new();
-        if over || cells.try_reserve_exact(elements).is_err() {
-            self.in_use.fetch_sub(bytes, Ordering::Relaxed);
-            return Err(Self::out_of_memory(bytes));
-        }
-        let init = if self.poison { f32::NAN } else { 0.0 }.to_bits();
-        cells.resize_with(elements, || AtomicU32::new(init));
+    fn unreserve(&self, bytes: usize) {
+        let _ = self
+            .in_use
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                Some(used.saturating_sub(bytes))
+            });
+    }
+
+    pub(crate) fn allocate(&self, bytes: usize) -> DriverResult<Arc<MockBlock>> {
         // Even an empty allocation gets an address of its own, as on a device.
-        let span = (bytes as u64).max(1).next_multiple_of(ADDRESS_ALIGNMENT);
-        let address = self.next_address.fetch_add(span, Ordering::Relaxed);
+        let span = u64::try_from(bytes.max(1))
+            .ok()
+            .and_then(|b| b.checked_next_multiple_of(ADDRESS_ALIGNMENT))
+            .ok_or_else(|| Self::out_of_memory(bytes, "the size exceeds the address space"))?;
+        self.reserve(bytes)?;
+        let mut cells = Vec::new();
+        if cells.try_reserve_exact(bytes.div_ceil(4)).is_err() {
+            self.unreserve(bytes);
+            return Err(Self::out_of_memory(bytes, "host memory is exhausted"));
+        }
+        let address = self
+            .next_address
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |next| {
+                next.checked_add(span)
+            });
+        let Ok(address) = address else {
+            self.unreserve(bytes);
+            return Err(Self::out_of_memory(bytes, "the virtual address space is exhausted"));
+        };
+        let init = if self.poison { f32::NAN } else { 0.0 }.to_bits();
+        cells.resize_with(bytes.div_ceil(4), || AtomicU32::new(init));
         Ok(Arc::new(MockBlock {
             address,
             bytes,
@@ -108,110 +146,74 @@ impl RawAllocator for MockAllocator {
         }))
     }
 
-    fn release(&self, block: Arc<MockBlock>) {
-        self.in_use.fetch_sub(block.bytes, Ordering::Relaxed);
+    fn release(&self, block: &MockBlock) {
+        self.unreserve(block.bytes);
         block.released.store(true, Ordering::Release);
     }
 }
 
-/// A region of device memory an op touches: the first `len` elements of a block.
-#[derive(Clone)]
-pub(crate) struct Region {
-    pub(crate) block: Arc<MockBlock>,
-    pub(crate) len: usize,
-}
-
-impl Region {
-    /// The elements; `len <= block.cells.len()` holds by construction (see `MockBuffer`).
-    #[inline]
-    pub(crate) fn cells(&self) -> &[AtomicU32] {
-        &self.block.cells[..self.len]
-    }
-
-    pub(crate) fn address(&self) -> u64 {
-        self.block.address
+fn write_bytes(cells: &[AtomicU32], src: &[u8]) {
+    for (cell, chunk) in cells.iter().zip(src.chunks_exact(4)) {
+        let bits = u32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        cell.store(bits, Ordering::Relaxed);
     }
 }
 
-impl fmt::Display for Region {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x}[{}]", self.block.address, self.len)
+fn read_bytes(cells: &[AtomicU32], dst: &mut [u8]) {
+    for (cell, chunk) in cells.iter().zip(dst.chunks_exact_mut(4)) {
+        chunk.copy_from_slice(&cell.load(Ordering::Relaxed).to_ne_bytes());
     }
 }
 
-/// A buffer of `f32` in simulated device memory. Dropping it frees the memory: a plain buffer
-/// goes back to the device (and a graph that still touches it fails replay with
-/// [`GraphError::DanglingBuffer`]); a pool buffer goes back to its pool.
-///
-/// ```
-/// use accel_graph_api::Backend;
-/// use accel_graph_mock::MockBackend;
-/// let backend = MockBackend::new();
-/// let a = backend.alloc_from(&[1.0, 2.0])?;
-/// let b = backend.alloc(2)?;
-/// assert_eq!(a.len(), 2);
-/// assert_eq!(a.device_address() % 256, 0);
-/// assert!(b.device_address() > a.device_address());
-/// # Ok::<(), accel_graph_api::GraphError>(())
-/// ```
-pub struct MockBuffer {
-    pub(crate) device: u64,
-    pub(crate) len: usize,
-    pub(crate) allocation: OwnedAllocation<MockAllocator>,
-}
+impl DriverMemory for MockDevice {
+    type Block = Arc<MockBlock>;
 
-impl MockBuffer {
-    pub(crate) fn region(&self) -> Region {
-        Region {
-            block: Arc::clone(self.allocation.get().block()),
-            len: self.len,
+    fn malloc(&self, bytes: usize) -> DriverResult<Arc<MockBlock>> {
+        self.alive()?;
+        self.memory.allocate(bytes)
+    }
+
+    fn free(&self, block: Arc<MockBlock>) -> DriverResult<()> {
+        // A free reaching the device during a capture would break it on a GPU (a device free
+        // synchronizes): model that, so a test sees it if it ever happens.
+        if self.capture.any_active() {
+            crate::counters::Counters::bump(&self.counters.frees_during_capture, 1);
+            self.capture
+                .invalidate_all("a device free (cuMemFree) ran during the capture");
         }
+        self.memory.release(&block);
+        Ok(())
     }
 
-    /// Number of `f32` elements (also [`DeviceBuffer::len`]; inherent so that no trait import
-    /// is needed).
-    pub fn len(&self) -> usize {
-        self.len
+    fn block_address(&self, block: &Arc<MockBlock>) -> u64 {
+        block.address
     }
 
-    /// True when the buffer has no element.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    fn upload(
+        &self,
+        dst: &Arc<MockBlock>,
+        src: &[u8],
+        stream: &Arc<MockStreamState>,
+    ) -> DriverResult<()> {
+        self.alive()?;
+        if stream.is_stalled() {
+            return Err(crate::error::stalled("upload"));
+        }
+        write_bytes(&dst.cells, src);
+        Ok(())
     }
 
-    /// The virtual device address of the first element (also
-    /// [`DeviceBuffer::device_address`]).
-    pub fn device_address(&self) -> u64 {
-        self.allocation.get().block().address
-    }
-
-    /// The [`accel_graph_api::Backend::instance_id`] of the backend that allocated it.
-    pub fn instance_id(&self) -> u64 {
-        self.device
-    }
-
-    /// The pool the buffer came from (`None` for a plain allocation).
-    pub fn pool(&self) -> Option<accel_graph_api::PoolId> {
-        self.allocation.get().pool()
-    }
-}
-
-impl DeviceBuffer for MockBuffer {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn device_address(&self) -> u64 {
-        MockBuffer::device_address(self)
-    }
-}
-
-impl fmt::Debug for MockBuffer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MockBuffer")
-            .field("address", &format_args!("{:#x}", self.device_address()))
-            .field("len", &self.len)
-            .field("pool", &self.pool())
-            .finish()
+    fn download(
+        &self,
+        src: &Arc<MockBlock>,
+        dst: &mut [u8],
+        stream: &Arc<MockStreamState>,
+    ) -> DriverResult<()> {
+        self.alive()?;
+        if stream.is_stalled() {
+            return Err(crate::error::stalled("download"));
+        }
+        read_bytes(&src.cells, dst);
+        Ok(())
     }
 }

@@ -1,10 +1,11 @@
 //! `Backend`: the static trait (associated types for streams, events, buffers and graphs) that
 //! generic code is written against, and the device services such code needs.
 
-use std::{fmt, sync::Arc};
+use std::{fmt, marker::PhantomData, sync::Arc};
 
 use crate::{
-    AcceleratorGraph, Capabilities, CaptureExt, GraphOptions, MemoryStats, PoolId, Result,
+    AcceleratorGraph, BlockInfo, Capabilities, CaptureExt, GraphError, GraphOptions,
+    InstanceCache, MemoryStats, PoolId, PortableOps, Result,
 };
 
 /// Which backend a value belongs to.
@@ -47,20 +48,28 @@ impl fmt::Display for BackendKind {
 }
 
 impl std::str::FromStr for BackendKind {
-    type Err = crate::GraphError;
+    type Err = GraphError;
 
+    /// Parses a backend name, ignoring case and surrounding blanks.
+    ///
+    /// ```
+    /// use accel_graph_api::{BackendKind, GraphError};
+    /// assert_eq!(" CUDA ".parse::<BackendKind>()?, BackendKind::Cuda);
+    /// assert!(matches!("tpu".parse::<BackendKind>(), Err(GraphError::UnknownBackend(_))));
+    /// # Ok::<(), GraphError>(())
+    /// ```
     fn from_str(s: &str) -> Result<Self> {
+        let wanted = s.trim().to_ascii_lowercase();
         BackendKind::ALL
             .into_iter()
-            .find(|k| k.name() == s.trim().to_ascii_lowercase())
-            .ok_or_else(|| crate::GraphError::BackendUnavailable {
-                backend: "unknown",
-                reason: format!("unknown backend '{s}': expected one of mock, cuda, hip, wgpu"),
-            })
+            .find(|k| k.name() == wanted)
+            .ok_or_else(|| GraphError::UnknownBackend(s.to_owned()))
     }
 }
 
-/// A device buffer of `f32` elements. Dropping it frees the memory (or returns it to its pool).
+/// A device buffer of `f32` elements. Dropping it frees the memory (or returns it to its
+/// pool) — unless a graph's captured work still uses it, in which case the graph keeps it
+/// until the graph is reset or dropped.
 pub trait DeviceBuffer: Send + Sync + fmt::Debug {
     /// Number of `f32` elements.
     fn len(&self) -> usize;
@@ -69,30 +78,86 @@ pub trait DeviceBuffer: Send + Sync + fmt::Debug {
         self.len() == 0
     }
     /// The device address of the first element (identity of the memory, as `data_ptr()`).
+    /// Addresses are only comparable between buffers of one backend instance.
     fn device_address(&self) -> u64;
+    /// The [`Backend::instance_id`] of the backend that allocated the buffer.
+    fn instance_id(&self) -> u64;
+    /// True when `self` and `other` are the same memory of the same backend instance: the
+    /// identity that decides whether a copy can be skipped.
+    fn same_memory(&self, other: &Self) -> bool
+    where
+        Self: Sized,
+    {
+        self.instance_id() == other.instance_id() && self.device_address() == other.device_address()
+    }
 }
 
 /// A host function a backend can run in stream order (and capture as a host node).
+///
+/// A panic inside it never unwinds into the device runtime: it is caught, and the next call
+/// that observes the stream (the replay that ran it, or a later replay or synchronize) returns
+/// [`GraphError::HostCallbackPanicked`].
 pub type HostCallback = Arc<dyn Fn() + Send + Sync>;
+
+/// How an event is made: `torch.cuda.Event(enable_timing=False, external=False)`.
+///
+/// ```
+/// use accel_graph_api::EventOptions;
+/// let timing = EventOptions::new().enable_timing(true);
+/// assert!(timing.enable_timing && !timing.external);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct EventOptions {
+    /// The event records a timestamp, for [`Backend::elapsed_time`].
+    pub enable_timing: bool,
+    /// Recorded or waited inside a capture, the event becomes a graph node of its own (an
+    /// *external* event record / wait), so a replayed graph can be timed or synchronized with
+    /// work outside it. Internal events (the default) only order streams: inside a capture they
+    /// become dependency edges (fork/join), not nodes.
+    pub external: bool,
+}
+
+impl EventOptions {
+    /// An internal event without timing (the default).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `enable_timing`.
+    pub fn enable_timing(mut self, on: bool) -> Self {
+        self.enable_timing = on;
+        self
+    }
+
+    /// Sets `external`.
+    pub fn external(mut self, on: bool) -> Self {
+        self.external = on;
+        self
+    }
+}
 
 /// A backend: device services plus a graph type, written against by generic code.
 ///
-/// Streams follow PyTorch: each thread has a *current stream* per backend, initially the
-/// default stream, which cannot be captured; [`Backend::use_stream`] switches it for a scope
-/// (`with stream:`). Portable ops are issued on the current stream and, if it is capturing,
-/// recorded into the capture instead of run. Calls that block (synchronize, upload,
-/// download) or allocate outside a capture's pool are *unsafe calls* during a capture; see
-/// [`crate::CaptureErrorMode`].
+/// Streams follow PyTorch: each thread has a *current stream* per backend instance, initially
+/// the default stream, which cannot be captured; [`Backend::use_stream`] switches it for a
+/// scope (`with stream:`). Portable ops ([`PortableOps`], a supertrait) are issued on the
+/// current stream and, if it is capturing, recorded into the capture instead of run. Calls that
+/// block (synchronize, upload, download) or allocate outside a capture's pool are *unsafe
+/// calls* during a capture; see [`crate::CaptureErrorMode`].
+///
+/// Memory a graph's captured work uses stays allocated until the graph is reset or dropped,
+/// even when the buffer handle is dropped first, so a replay never touches freed memory.
 ///
 /// ```
-/// use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions};
+/// use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions, PortableOps};
 ///
 /// /// Generic code: runs on every backend.
 /// fn add_one_twice<B: Backend>(backend: &B) -> accel_graph_api::Result<Vec<f32>> {
 ///     let x = backend.alloc_from(&[0.0; 8])?;
 ///     let stream = backend.new_stream()?;
 ///     let mut graph = backend.graph(GraphOptions::new())?;
-///     backend.capture_on(&stream, &mut graph, || backend.add_scalar(&x, 1.0))??;
+///     backend.capture_on(&stream, &mut graph, || backend.add_scalar(&x, 1.0))?;
 ///     graph.replay()?;
 ///     graph.replay()?;
 ///     backend.download(&x)
@@ -101,24 +166,24 @@ pub type HostCallback = Arc<dyn Fn() + Send + Sync>;
 /// assert_eq!(out, vec![2.0; 8]);
 /// # Ok::<(), accel_graph_api::GraphError>(())
 /// ```
-pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
+pub trait Backend: PortableOps + Clone + Send + Sync + fmt::Debug + 'static {
     /// A stream handle (cheap to clone; clones name the same stream).
     type Stream: Clone + Send + Sync + PartialEq + fmt::Debug;
-    /// An event, for ordering work across streams (fork/join).
+    /// An event, for ordering work across streams (fork/join) and timing.
     type Event: Send + Sync + fmt::Debug;
-    /// A device buffer of `f32`.
-    type Buffer: DeviceBuffer;
     /// The backend's graph type.
     type Graph: AcceleratorGraph + fmt::Debug;
 
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
-    /// Identity of the device context: clones of a backend share it, separately created
-    /// backends differ (unique across the process). Keys process-wide singletons such as a
-    /// shared capture stream.
+    /// Identity of the backend instance: clones share it, separately created backends differ
+    /// (unique across the process, across backends too).
     fn instance_id(&self) -> u64;
     /// What the backend supports.
     fn capabilities(&self) -> Capabilities;
+    /// Values kept for this instance (clones share them) and dropped with it: where
+    /// utilities keep per-instance singletons such as a shared capture stream.
+    fn instance_cache(&self) -> &InstanceCache;
 
     // --- streams ---
     /// The default stream (the initial current stream). It cannot be captured where
@@ -128,17 +193,21 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
     fn new_stream(&self) -> Result<Self::Stream>;
     /// This thread's current stream.
     fn current_stream(&self) -> Self::Stream;
-    /// Sets this thread's current stream; returns the previous one.
-    fn set_current_stream(&self, stream: &Self::Stream) -> Self::Stream;
-    /// Makes `stream` current until the guard drops (PyTorch's `with stream:`).
-    fn use_stream(&self, stream: &Self::Stream) -> StreamGuard<Self> {
-        let previous = self.set_current_stream(stream);
-        StreamGuard {
+    /// Sets this thread's current stream; returns the previous one. A stream of another
+    /// backend instance is refused with [`GraphError::ForeignObject`].
+    fn set_current_stream(&self, stream: &Self::Stream) -> Result<Self::Stream>;
+    /// Makes `stream` current until the guard drops (PyTorch's `with stream:`). A stream of
+    /// another backend instance is refused with [`GraphError::ForeignObject`].
+    fn use_stream(&self, stream: &Self::Stream) -> Result<StreamGuard<Self>> {
+        let previous = self.set_current_stream(stream)?;
+        Ok(StreamGuard {
             backend: self.clone(),
             previous: Some(previous),
-        }
+            not_send: PhantomData,
+        })
     }
-    /// Waits for all work on the device (unsafe during capture).
+    /// Waits for all work on the device (unsafe during capture: it conflicts with every
+    /// capture in progress).
     fn synchronize(&self) -> Result<()>;
     /// Waits for all work on `stream` (an error if `stream` is capturing).
     fn stream_synchronize(&self, stream: &Self::Stream) -> Result<()>;
@@ -146,14 +215,23 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
     fn is_capturing(&self, stream: &Self::Stream) -> Result<bool>;
 
     // --- events ---
-    /// Creates an event.
-    fn new_event(&self) -> Result<Self::Event>;
+    /// Creates an internal event without timing.
+    fn new_event(&self) -> Result<Self::Event> {
+        self.new_event_with(EventOptions::new())
+    }
+    /// Creates an event with `options` (timing, external).
+    fn new_event_with(&self, options: EventOptions) -> Result<Self::Event>;
     /// Records `event` on the current stream.
     fn record_event(&self, event: &Self::Event) -> Result<()>;
     /// Makes the current stream wait for `event` (during capture: joins the capture).
     fn wait_event(&self, event: &Self::Event) -> Result<()>;
     /// Blocks until `event` completes (unsafe during capture).
     fn event_synchronize(&self, event: &Self::Event) -> Result<()>;
+    /// Whether the work before `event`'s last record has completed (never blocks).
+    fn event_query(&self, event: &Self::Event) -> Result<bool>;
+    /// Milliseconds between two completed timing events (`start.elapsed_time(end)`).
+    /// [`GraphError::Unsupported`] where `capabilities().event_timing` is false.
+    fn elapsed_time(&self, start: &Self::Event, end: &Self::Event) -> Result<f32>;
 
     // --- memory ---
     /// Allocates `len` f32 elements (contents unspecified). On a capturing current stream the
@@ -171,57 +249,84 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
         self.upload(&buf, data)?;
         Ok(buf)
     }
-    /// Memory accounting (allocated/reserved bytes, pools).
+    /// Marks `buffer` as used by work on `stream` (PyTorch's `Tensor.record_stream`): when
+    /// the buffer is dropped, its memory is handed out again only after `stream` has passed
+    /// the point of the drop (inside a capture: after the capture ends).
+    fn record_stream(&self, buffer: &Self::Buffer, stream: &Self::Stream) -> Result<()>;
+    /// Memory accounting: active and reserved bytes, per pool too.
     fn memory_stats(&self) -> MemoryStats;
+    /// Every block the backend holds from the device, with its pool and state
+    /// (`torch.cuda.memory_snapshot()`).
+    fn memory_snapshot(&self) -> Vec<BlockInfo>;
+    /// Returns to the device every block nobody uses any more
+    /// (`torch.accelerator.empty_cache()`): frees waiting for a capture to end are made once no
+    /// capture runs, free blocks of pools no graph holds are released.
+    fn empty_cache(&self) -> Result<()>;
 
-    // --- portable ops, on the current stream ---
-    /// `x[i] = value`.
-    fn fill(&self, x: &Self::Buffer, value: f32) -> Result<()>;
-    /// `dst[i] = src[i]` (equal lengths).
-    fn copy(&self, dst: &Self::Buffer, src: &Self::Buffer) -> Result<()>;
-    /// `x[i] += c`.
-    fn add_scalar(&self, x: &Self::Buffer, c: f32) -> Result<()>;
-    /// `x[i] *= a`.
-    fn scale(&self, x: &Self::Buffer, a: f32) -> Result<()>;
-    /// `y[i] += a * x[i]` (equal lengths; product rounded before the sum: no fused
-    /// multiply-add, so results are reproducible bit for bit).
-    fn axpy(&self, y: &Self::Buffer, a: f32, x: &Self::Buffer) -> Result<()>;
-    /// Runs `f` on the host in stream order ([`GraphError::Unsupported`](crate::GraphError)
-    /// where `capabilities().host_callbacks` is false).
+    /// Runs `f` on the host in stream order ([`GraphError::Unsupported`] where
+    /// `capabilities().host_callbacks` is false).
     fn host_callback(&self, f: HostCallback) -> Result<()>;
 
     // --- graphs ---
-    /// Creates a graph.
+    /// Creates a graph. A pool id that this instance did not issue (by
+    /// [`Backend::graph_pool_handle`] or as a graph's [`AcceleratorGraph::pool`]) is refused
+    /// with [`GraphError::InvalidPoolId`].
     fn graph(&self, options: GraphOptions) -> Result<Self::Graph>;
-    /// A new user pool id `(0, n)` that several graphs can share.
-    fn graph_pool_handle(&self) -> PoolId {
-        PoolId::new_user()
+    /// A new user pool id `(0, n)` that several graphs of this instance can share.
+    fn graph_pool_handle(&self) -> PoolId;
+
+    /// Captures the fallible body `f` into `graph` with `stream` current (PyTorch's
+    /// `with stream, graph:`), returning the body's value.
+    ///
+    /// If the body returns an error or panics, or the capture cannot end, the capture is
+    /// discarded (the graph is reset, no stream stays capturing) and the error returned (the
+    /// panic resumed). See [`CaptureExt::capture`].
+    fn capture_on<R>(
+        &self,
+        stream: &Self::Stream,
+        graph: &mut Self::Graph,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let _current = self.use_stream(stream)?;
+        graph.capture(f)
     }
 
-    /// Captures `f` into `graph` with `stream` current (PyTorch's `with stream, graph:`).
-    /// Panic-safe like [`CaptureExt::capture`].
-    fn capture_on<R>(
+    /// [`Backend::capture_on`] for a body that cannot fail.
+    fn capture_on_infallible<R>(
         &self,
         stream: &Self::Stream,
         graph: &mut Self::Graph,
         f: impl FnOnce() -> R,
     ) -> Result<R> {
-        let _current = self.use_stream(stream);
-        graph.capture(f)
+        self.capture_on(stream, graph, || Ok(f()))
     }
 }
 
 /// Restores the previous current stream when dropped; from [`Backend::use_stream`].
+///
+/// Like `MutexGuard`, it cannot leave its thread: the current stream is per thread, so a
+/// guard dropped elsewhere would restore the wrong thread's stream.
+///
+/// ```compile_fail
+/// use accel_graph_api::Backend;
+/// let backend = accel_graph_mock::MockBackend::new();
+/// let stream = backend.new_stream().unwrap();
+/// let guard = backend.use_stream(&stream).unwrap();
+/// std::thread::spawn(move || drop(guard)); // error: the guard is not `Send`
+/// ```
 #[must_use = "the stream is current only while the guard lives"]
 pub struct StreamGuard<B: Backend> {
     backend: B,
     previous: Option<B::Stream>,
+    /// A raw pointer is neither `Send` nor `Sync`.
+    not_send: PhantomData<*const ()>,
 }
 
 impl<B: Backend> Drop for StreamGuard<B> {
     fn drop(&mut self) {
         if let Some(prev) = self.previous.take() {
-            self.backend.set_current_stream(&prev);
+            // The previous stream was current on this thread, so it is the backend's own.
+            let _ = self.backend.set_current_stream(&prev);
         }
     }
 }

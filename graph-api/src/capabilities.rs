@@ -1,8 +1,16 @@
 //! `Capabilities`: what a backend can do, so generic code and the conformance suite can skip
 //! what a backend lacks and say why.
 
-/// What a backend supports.
+/// What a backend supports. New flags may be added: build one from [`Capabilities::none`].
+///
+/// ```
+/// use accel_graph_api::Capabilities;
+/// let mut caps = Capabilities::none("my device");
+/// caps.host_callbacks = true;
+/// assert!(!caps.native_graphs);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Capabilities {
     /// The device's name.
     pub device_name: String,
@@ -20,6 +28,8 @@ pub struct Capabilities {
     pub graph_upload: bool,
     /// Native work (user kernels, vendor libraries) issued on the raw stream is captured.
     pub native_work_capture: bool,
+    /// Events can measure time (`elapsed_time`), also across a replayed graph.
+    pub event_timing: bool,
 }
 
 impl Capabilities {
@@ -34,6 +44,7 @@ impl Capabilities {
             capture_modes_enforced: false,
             graph_upload: false,
             native_work_capture: false,
+            event_timing: false,
         }
     }
 }

@@ -1,14 +1,54 @@
 //! The one error type of the project.
 
-use crate::PoolId;
+use std::{fmt, path::PathBuf};
+
+use crate::{CaptureErrorMode, PoolId};
 
 /// Result alias used throughout accel-graph.
 pub type Result<T, E = GraphError> = std::result::Result<T, E>;
 
+/// Why a call conflicted with a capture in progress: decides which capture mode, if any,
+/// would have allowed it (the remedy [`GraphError::UnsafeDuringCapture`] names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CaptureConflict {
+    /// The calling thread's own capture forbids the call (global or thread-local mode).
+    CapturingThread,
+    /// Another thread's capture in `global` mode forbids it.
+    OtherThread,
+    /// The call conflicts with capture in every mode: a device-wide synchronize, or waiting
+    /// for a stream that is itself capturing.
+    EveryMode,
+}
+
+impl CaptureConflict {
+    fn remedy(self) -> &'static str {
+        match self {
+            CaptureConflict::CapturingThread => {
+                "only capture_error_mode=\"relaxed\" allows this call on the capturing thread; \
+                 or make it before capture_begin() or after capture_end()"
+            }
+            CaptureConflict::OtherThread => {
+                "a \"global\" capture forbids it on every thread; capture with \"thread_local\" \
+                 or \"relaxed\" to allow it from other threads"
+            }
+            CaptureConflict::EveryMode => {
+                "no capture mode allows it while the capture runs; make it after capture_end()"
+            }
+        }
+    }
+}
+
+impl fmt::Display for CaptureConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.remedy())
+    }
+}
+
 /// Everything that can go wrong with a graph or a backend.
 ///
 /// Each misuse of the graph API has its own variant, so callers (and the conformance suite) can
-/// match on *what* went wrong; messages follow PyTorch's wording where PyTorch has one.
+/// match on *what* went wrong; messages follow PyTorch's wording where PyTorch has one and say
+/// what to do about it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GraphError {
@@ -31,6 +71,12 @@ pub enum GraphError {
         /// The operation that was called too early.
         operation: &'static str,
     },
+    /// The executable graph was asked for before `instantiate()` (or a first replay).
+    #[error(
+        "the graph is captured but not instantiated yet: call instantiate() (or replay(), which \
+         instantiates a keep_graph graph on first use) first"
+    )]
+    NotInstantiated,
     /// `instantiate()` called explicitly on a graph built with `keep_graph = false`.
     #[error("instantiate() is intended to be called by the user only when keep_graph=true")]
     InstantiateRequiresKeepGraph,
@@ -50,25 +96,36 @@ pub enum GraphError {
     )]
     StreamNotCapturable,
     /// `capture_end` on a different stream than the capture began on.
-    #[error("Capture must end on the same stream it began on.")]
+    #[error(
+        "Capture must end on the same stream it began on: make that stream current again (or \
+         use a scoped capture, which does) before capture_end()"
+    )]
     CaptureStreamMismatch,
     /// `capture_end` from another thread while the capture mode is not `relaxed`.
     #[error(
         "capture_end() called from a thread other than the one that began the capture \
-         (allowed only with capture_error_mode=\"relaxed\")"
+         (allowed only with capture_error_mode=\"relaxed\"); the capture goes on"
     )]
     WrongThread,
     /// A call that is unsafe during capture (blocking synchronize, allocation outside the
-    /// graph's pool, blocking copy) was made while the capture mode forbids it.
-    #[error("operation not permitted when stream is capturing: {operation} (capture mode {mode})")]
+    /// graph's pool, blocking copy) was made while a capture forbids it.
+    #[error(
+        "operation not permitted when stream is capturing: {operation} (capture mode {mode}): \
+         {conflict}"
+    )]
     UnsafeDuringCapture {
         /// What was called.
         operation: String,
         /// The capture error mode of the capture that forbade it.
-        mode: crate::CaptureErrorMode,
+        mode: CaptureErrorMode,
+        /// Why it was forbidden, which decides the remedy.
+        conflict: CaptureConflict,
     },
     /// The capture was invalidated by an earlier error; it must be reset.
-    #[error("the capture was invalidated by an earlier error: {reason}")]
+    #[error(
+        "the capture was invalidated by an earlier error ({reason}); call reset() (a scoped \
+         capture does it for you) and capture again"
+    )]
     CaptureInvalidated {
         /// What invalidated it.
         reason: String,
@@ -80,15 +137,33 @@ pub enum GraphError {
          stream (record an event there and wait on it from the capture stream)"
     )]
     CaptureUnjoined,
-    /// A pool id whose two halves are both non-zero.
-    #[error("invalid pool id {0}: at most one of its two values may be non-zero")]
-    InvalidPoolId(PoolId),
+    /// A pool id that cannot be used: both halves non-zero, or not issued by this backend
+    /// instance (accel-graph is stricter than PyTorch here: a forged id could make unrelated
+    /// graphs share memory).
+    #[error("invalid pool id {pool}: {reason}")]
+    InvalidPoolId {
+        /// The id given.
+        pool: PoolId,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// An unknown capture error mode string.
     #[error(
         "Unknown capture error mode. Expected `default`, `global`, `thread_local`, or `relaxed`, \
          got '{0}'"
     )]
     UnknownCaptureErrorMode(String),
+    /// An unknown backend name (`ACCEL_GRAPH_BACKEND`, `--backend`, `BackendKind::from_str`).
+    #[error("unknown backend '{0}': expected one of mock, cuda, hip, wgpu (or auto)")]
+    UnknownBackend(String),
+    /// An environment variable that is set but not valid Unicode.
+    #[error("environment variable {name} is set but is not valid Unicode: {value:?}")]
+    InvalidEnvironment {
+        /// The variable.
+        name: &'static str,
+        /// Its value, lossily decoded.
+        value: String,
+    },
     /// Buffers of different lengths given to an element-wise op.
     #[error("{op}: length mismatch: {expected} elements expected, got {got}")]
     LengthMismatch {
@@ -105,7 +180,8 @@ pub enum GraphError {
         /// What was foreign.
         what: &'static str,
     },
-    /// Replay touched device memory freed since capture (the mock's sanitizer).
+    /// Replay touched device memory freed since capture (the mock's sanitizer, for work the
+    /// backend cannot keep alive: native work captured through raw handles).
     #[error(
         "replay would touch device memory at {address:#x} that was freed after capture \
          (node {node}: {label}); on a GPU this is silent memory corruption"
@@ -118,6 +194,14 @@ pub enum GraphError {
         /// The node's label.
         label: String,
     },
+    /// A host callback panicked (the panic was caught at the device boundary).
+    #[error("host callback {callback} panicked: {message}")]
+    HostCallbackPanicked {
+        /// Which callback: its node in a graph, or an eager callback.
+        callback: String,
+        /// The panic message.
+        message: String,
+    },
     /// An argument that does not match what a graphed callable or wrapper captured with.
     #[error("{0}")]
     ArgumentMismatch(String),
@@ -128,6 +212,20 @@ pub enum GraphError {
         operation: &'static str,
         /// Its ordinal (1-based).
         count: u64,
+    },
+    /// The device hit an unrecoverable error (an illegal address in a kernel, a lost device):
+    /// every later call of the backend reports it again. Only a new process recovers.
+    #[error(
+        "{backend} device fault {name}: {message} (the device context is unusable from now on; \
+         every later call reports this)"
+    )]
+    DeviceFault {
+        /// Backend name.
+        backend: &'static str,
+        /// Symbolic name, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
+        name: String,
+        /// Description from the driver.
+        message: String,
     },
     /// A device or driver call failed.
     #[error("{backend} error {name} ({code}): {message}")]
@@ -155,17 +253,22 @@ pub enum GraphError {
         /// What is missing.
         what: String,
     },
-    /// Device memory exhausted.
+    /// Device memory exhausted, or a size that overflows the address space.
     #[error("{backend}: out of memory allocating {requested_bytes} bytes")]
     OutOfMemory {
         /// Backend name.
         backend: &'static str,
-        /// Bytes requested.
+        /// Bytes requested (`usize::MAX` when the size itself overflowed).
         requested_bytes: usize,
     },
     /// File I/O failed (debug dumps).
-    #[error("I/O error: {0}")]
-    Io(#[from] std::io::Error),
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
 }
 
 impl GraphError {
@@ -176,5 +279,21 @@ impl GraphError {
             self,
             GraphError::WrongThread | GraphError::CaptureStreamMismatch
         )
+    }
+
+    /// An [`GraphError::Io`] for `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        GraphError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// An [`GraphError::OutOfMemory`] for a size that overflowed while it was computed.
+    pub fn size_overflow(backend: &'static str) -> Self {
+        GraphError::OutOfMemory {
+            backend,
+            requested_bytes: usize::MAX,
+        }
     }
 }

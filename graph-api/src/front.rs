@@ -5,11 +5,12 @@
 use std::path::Path;
 
 use crate::{
-    AcceleratorGraph, CaptureErrorMode, GraphError, GraphImpl, GraphOptions, GraphState,
-    GraphTopology, PoolId, Result,
+    AcceleratorGraph, CaptureErrorMode, GraphError, GraphOptions, GraphState, GraphTopology,
+    PoolId, Result, backend_kit::GraphImpl,
 };
 
-/// A graph of backend `I`, with PyTorch's semantics.
+/// A graph of backend `I`, with PyTorch's semantics. Made by a backend's
+/// [`Backend::graph`](crate::Backend::graph); used through [`AcceleratorGraph`].
 pub struct Graph<I: GraphImpl> {
     imp: I,
     options: GraphOptions,
@@ -21,8 +22,9 @@ pub struct Graph<I: GraphImpl> {
 }
 
 impl<I: GraphImpl> Graph<I> {
-    /// Wraps a backend implementation. Fails on an invalid pool id.
-    pub fn new(imp: I, options: GraphOptions) -> Result<Self> {
+    /// Wraps a backend implementation (see [`crate::backend_kit::new_graph`]). Fails on an
+    /// invalid pool id.
+    pub(crate) fn new(imp: I, options: GraphOptions) -> Result<Self> {
         Ok(Graph {
             imp,
             options: options.validate()?,
@@ -33,28 +35,60 @@ impl<I: GraphImpl> Graph<I> {
         })
     }
 
-    /// The options the graph was built with.
+    /// The options the graph was built with (a `(0, 0)` pool given through the public field
+    /// reads as `None`, as it means).
     pub fn options(&self) -> GraphOptions {
         self.options
     }
 
-    /// The backend implementation, for backend-specific extras that need no raw graph.
-    pub fn backend_impl(&self) -> &I {
-        &self.imp
+    /// The raw (captured, not instantiated) graph, for backend-specific inspection and
+    /// editing before (re-)`instantiate` — CUDA's `CUgraph`, for example. Errors with
+    /// [`GraphError::NotCaptured`] before a capture and [`GraphError::RawGraphUnavailable`]
+    /// when it was dropped at `capture_end` (neither `keep_graph` nor debug mode).
+    ///
+    /// ```
+    /// use accel_graph_api::{AcceleratorGraph, Backend, GraphError, GraphOptions, PortableOps};
+    /// use accel_graph_mock::MockBackend;
+    /// let backend = MockBackend::new();
+    /// let x = backend.alloc(4)?;
+    /// let s = backend.new_stream()?;
+    /// let mut kept = backend.graph(GraphOptions::new().keep_graph(true))?;
+    /// backend.capture_on(&s, &mut kept, || backend.fill(&x, 1.0))?;
+    /// assert_eq!(kept.raw_graph()?.len(), 1);
+    /// let mut dropped = backend.graph(GraphOptions::new())?;
+    /// backend.capture_on(&s, &mut dropped, || backend.fill(&x, 1.0))?;
+    /// assert!(matches!(dropped.raw_graph(), Err(GraphError::RawGraphUnavailable)));
+    /// # Ok::<(), GraphError>(())
+    /// ```
+    pub fn raw_graph(&self) -> Result<&I::RawGraph> {
+        self.require_raw("raw_graph")?;
+        self.imp.raw_graph().ok_or(GraphError::RawGraphUnavailable)
     }
 
-    /// The backend implementation, only while a raw graph exists (`keep_graph`, or debug mode,
-    /// after `capture_end`): the gate for raw-graph accessors such as CUDA's `raw_cuda_graph`.
-    pub fn raw_graph_impl(&self) -> Result<&I> {
-        self.require_raw("raw_graph")?;
-        Ok(&self.imp)
-    }
-
-    /// Mutable access to the implementation while a raw graph exists, for edits of the raw
-    /// graph before (re-)`instantiate`.
-    pub fn raw_graph_impl_mut(&mut self) -> Result<&mut I> {
-        self.require_raw("raw_graph")?;
-        Ok(&mut self.imp)
+    /// The executable graph — CUDA's `CUgraphExec`, for example. Errors with
+    /// [`GraphError::NotCaptured`] before a capture and [`GraphError::NotInstantiated`]
+    /// after a `keep_graph` capture that was neither instantiated nor replayed yet.
+    ///
+    /// ```
+    /// use accel_graph_api::{AcceleratorGraph, Backend, GraphError, GraphOptions, PortableOps};
+    /// use accel_graph_mock::MockBackend;
+    /// let backend = MockBackend::new();
+    /// let x = backend.alloc(4)?;
+    /// let s = backend.new_stream()?;
+    /// let mut g = backend.graph(GraphOptions::new().keep_graph(true))?;
+    /// assert!(matches!(g.executable(), Err(GraphError::NotCaptured { .. })));
+    /// backend.capture_on(&s, &mut g, || backend.fill(&x, 1.0))?;
+    /// assert!(matches!(g.executable(), Err(GraphError::NotInstantiated)));
+    /// g.instantiate()?;
+    /// assert!(g.executable().is_ok());
+    /// # Ok::<(), GraphError>(())
+    /// ```
+    pub fn executable(&self) -> Result<&I::Executable> {
+        self.require_captured("executable")?;
+        if self.state != GraphState::Ready {
+            return Err(GraphError::NotInstantiated);
+        }
+        self.imp.executable().ok_or(GraphError::NotInstantiated)
     }
 
     fn require_captured(&self, operation: &'static str) -> Result<()> {
@@ -88,9 +122,9 @@ impl<I: GraphImpl> AcceleratorGraph for Graph<I> {
             GraphState::Capturing => return Err(GraphError::AlreadyCapturing),
             GraphState::Captured | GraphState::Ready => return Err(GraphError::AlreadyCaptured),
         }
-        let pool = self.options.pool.unwrap_or_else(PoolId::new_private);
-        self.imp
-            .capture_begin(pool, self.options.capture_error_mode.resolved())?;
+        let pool = self
+            .imp
+            .capture_begin(self.options.pool, self.options.capture_error_mode.resolved())?;
         self.pool = Some(pool);
         self.state = GraphState::Capturing;
         Ok(())
@@ -156,7 +190,9 @@ impl<I: GraphImpl> AcceleratorGraph for Graph<I> {
 
     fn pool(&self) -> Result<PoolId> {
         self.require_captured("pool()")?;
-        Ok(self.pool.expect("a captured graph always has a pool"))
+        self.pool.ok_or(GraphError::NotCaptured {
+            operation: "pool()",
+        })
     }
 
     fn enable_debug_mode(&mut self) {

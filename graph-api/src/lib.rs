@@ -1,59 +1,62 @@
 //! # accel-graph-api
 //!
-//! The backend-agnostic core of accel-graph: the graph contract ([`AcceleratorGraph`]), the
-//! backend contract ([`Backend`]), value types mirroring `torch.accelerator.Graph`
-//! ([`CaptureErrorMode`], [`PoolId`], [`GraphOptions`]), the one error type ([`GraphError`]),
-//! and the bookkeeping every backend shares: the front object [`Graph`] with PyTorch's state
-//! machine, graph memory pools ([`pools`]), per-thread current streams ([`CurrentStream`]) and
-//! CUDA's capture-mode rules for software backends ([`capture_rules`]).
+//! The backend-agnostic contract of accel-graph: the graph ([`AcceleratorGraph`], with
+//! PyTorch's state machine in the front object [`Graph`]), the backend ([`Backend`] and its
+//! portable op set [`PortableOps`]), value types mirroring `torch.accelerator.Graph`
+//! ([`CaptureErrorMode`], [`PoolId`], [`GraphOptions`]) and the one error type
+//! ([`GraphError`]). What backend authors build on lives apart, in [`backend_kit`].
 //!
 //! No backend code lives here. Examples use the mock backend, which runs anywhere.
 //!
 //! ```
-//! use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions};
+//! use accel_graph_api::prelude::*;
 //! use accel_graph_mock::MockBackend;
 //!
 //! let backend = MockBackend::new();
 //! let x = backend.alloc_from(&[0.0; 3])?;
 //! let stream = backend.new_stream()?;
 //! let mut graph = backend.graph(GraphOptions::new())?;
-//! backend.capture_on(&stream, &mut graph, || backend.add_scalar(&x, 1.0))??;
+//! backend.capture_on(&stream, &mut graph, || backend.add_scalar(&x, 1.0))?;
 //! assert_eq!(backend.download(&x)?, vec![0.0; 3]); // captured, not run
 //! graph.replay()?;
 //! assert_eq!(backend.download(&x)?, vec![1.0; 3]);
-//! # Ok::<(), accel_graph_api::GraphError>(())
+//! # Ok::<(), GraphError>(())
 //! ```
 #![deny(missing_docs)]
 
 mod backend;
+pub mod backend_kit;
 mod capabilities;
 mod capture_mode;
-pub mod capture_rules;
-mod current_stream;
-mod emulated_cuda_error;
 mod error;
 mod front;
 mod graph;
-mod graph_impl;
+mod instance_cache;
 mod memory_stats;
+mod ops;
 mod options;
 mod pool_id;
-pub mod pools;
 mod state;
 mod topology;
-pub mod utils;
 
-pub use backend::{Backend, BackendKind, DeviceBuffer, HostCallback, StreamGuard};
+pub use backend::{Backend, BackendKind, DeviceBuffer, EventOptions, HostCallback, StreamGuard};
 pub use capabilities::Capabilities;
 pub use capture_mode::CaptureErrorMode;
-pub use current_stream::CurrentStream;
-pub use emulated_cuda_error::EmulatedCudaError;
-pub use error::{GraphError, Result};
+pub use error::{CaptureConflict, GraphError, Result};
 pub use front::Graph;
 pub use graph::{AcceleratorGraph, CaptureExt};
-pub use graph_impl::{GraphImpl, write_topology_dot};
-pub use memory_stats::MemoryStats;
+pub use instance_cache::InstanceCache;
+pub use memory_stats::{BlockInfo, BlockState, MemoryStats, PoolStats};
+pub use ops::{PortableOp, PortableOps};
 pub use options::GraphOptions;
 pub use pool_id::PoolId;
 pub use state::GraphState;
 pub use topology::{GraphNode, GraphTopology, NodeKind};
+
+/// What graph code imports: `use accel_graph_api::prelude::*;` (or `accel_graph::prelude`).
+pub mod prelude {
+    pub use crate::{
+        AcceleratorGraph, Backend, CaptureErrorMode, CaptureExt, DeviceBuffer, EventOptions,
+        GraphError, GraphOptions, GraphState, PoolId, PortableOps, Result,
+    };
+}

@@ -13,10 +13,12 @@ use crate::{CaptureErrorMode, PoolId, Result};
 /// assert_eq!(opts.pool, None);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct GraphOptions {
     /// Keep the raw graph after `capture_end` (instantiate explicitly or on first replay).
     pub keep_graph: bool,
     /// Share this memory pool (from `graph_pool_handle()` or another graph's `pool()`).
+    /// `Some(PoolId::NONE)` means the same as `None`: a private pool.
     pub pool: Option<PoolId>,
     /// What unsafe calls during capture do.
     pub capture_error_mode: CaptureErrorMode,
@@ -46,11 +48,25 @@ impl GraphOptions {
         self
     }
 
-    /// Checks the options (an invalid pool id is an error).
-    pub fn validate(self) -> Result<Self> {
-        if let Some(pool) = self.pool {
-            pool.validate()?;
-        }
+    /// The options with their one meaning: `(0, 0)` as pool is no pool (a private one), as in
+    /// PyTorch, however the options were built. Errors with
+    /// [`crate::GraphError::InvalidPoolId`] for an id with both halves non-zero.
+    ///
+    /// ```
+    /// use accel_graph_api::{GraphOptions, PoolId};
+    /// let mut opts = GraphOptions::new();
+    /// opts.pool = Some(PoolId::NONE); // through the public field
+    /// assert_eq!(opts.validate()?.pool, None);
+    /// opts.pool = Some(PoolId(3, 4));
+    /// assert!(opts.validate().is_err());
+    /// # Ok::<(), accel_graph_api::GraphError>(())
+    /// ```
+    pub fn validate(mut self) -> Result<Self> {
+        self.pool = match self.pool {
+            Some(pool) if pool.is_none() => None,
+            Some(pool) => Some(pool.validate()?),
+            None => None,
+        };
         Ok(self)
     }
 }

@@ -1,51 +1,34 @@
 //! `PoolId`: PyTorch's `tuple[int, int]` naming a graph memory pool.
 
-use std::{
-    fmt,
-    sync::atomic::{AtomicU64, Ordering},
-};
+use std::fmt;
 
 use crate::{GraphError, Result};
 
 /// Identifier of a graph memory pool, with PyTorch's meaning of the two halves:
 ///
 /// * `(0, n)`: a user pool made by `graph_pool_handle()`;
-/// * `(n, 0)`: the private pool of graph number `n`;
+/// * `(n, 0)`: the private pool of a graph that was given no pool;
 /// * `(0, 0)`: no pool given.
 ///
-/// Both halves non-zero is invalid.
+/// Both halves non-zero is invalid. Ids are issued by a backend instance
+/// ([`Backend::graph_pool_handle`](crate::Backend::graph_pool_handle), a graph's
+/// [`pool()`](crate::AcceleratorGraph::pool)); an instance refuses ids it did not issue.
 ///
 /// ```
-/// use accel_graph_api::PoolId;
-/// let a = PoolId::new_user();
-/// let b = PoolId::new_user();
+/// use accel_graph_api::{Backend, PoolId};
+/// let backend = accel_graph_mock::MockBackend::new();
+/// let (a, b) = (backend.graph_pool_handle(), backend.graph_pool_handle());
 /// assert_ne!(a, b);
 /// assert!(a.is_user() && !a.is_private());
 /// assert!(PoolId(3, 4).validate().is_err());
+/// assert!(PoolId::NONE.is_none());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct PoolId(pub u64, pub u64);
 
-/// One counter for every id minted in the process, so ids never repeat across backends.
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-fn next_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
-
 impl PoolId {
     /// `(0, 0)`: no pool.
     pub const NONE: PoolId = PoolId(0, 0);
-
-    /// A fresh user pool id `(0, n)`, as `graph_pool_handle()` returns.
-    pub fn new_user() -> Self {
-        PoolId(0, next_id())
-    }
-
-    /// A fresh private pool id `(n, 0)` for a graph that was given no pool.
-    pub fn new_private() -> Self {
-        PoolId(next_id(), 0)
-    }
 
     /// True for `(0, 0)`.
     pub fn is_none(self) -> bool {
@@ -65,7 +48,10 @@ impl PoolId {
     /// Errors with [`GraphError::InvalidPoolId`] when both halves are non-zero.
     pub fn validate(self) -> Result<Self> {
         if self.0 != 0 && self.1 != 0 {
-            Err(GraphError::InvalidPoolId(self))
+            Err(GraphError::InvalidPoolId {
+                pool: self,
+                reason: "at most one of its two values may be non-zero",
+            })
         } else {
             Ok(self)
         }

@@ -3,17 +3,23 @@
 
 use std::path::Path;
 
-use crate::{CaptureErrorMode, GraphTopology, PoolId, Result};
+use crate::{CaptureErrorMode, Graph, GraphError, GraphOptions, GraphTopology, PoolId, Result};
 
 /// The backend half of a graph — PyTorch's `GraphImplInterface` — called by [`crate::Graph`]
 /// only in legal states, so implementations need no state checks of their own.
 pub trait GraphImpl: Send + 'static {
+    /// The raw (captured, not instantiated) graph, as [`Graph::raw_graph`] hands it out.
+    type RawGraph;
+    /// The executable graph, as [`Graph::executable`] hands it out.
+    type Executable;
+
     /// Backend name for diagnostics.
     fn backend_name(&self) -> &'static str;
 
-    /// Begins capture on the calling thread's current stream, allocating from `pool` and
-    /// enforcing `mode` (already resolved: never `Default`). On error nothing is capturing.
-    fn capture_begin(&mut self, pool: PoolId, mode: CaptureErrorMode) -> Result<()>;
+    /// Begins capture on the calling thread's current stream, allocating from `pool` (a
+    /// private pool the backend issues when `None`) and enforcing `mode` (already resolved:
+    /// never `Default`). Returns the pool used. On error nothing is capturing.
+    fn capture_begin(&mut self, pool: Option<PoolId>, mode: CaptureErrorMode) -> Result<PoolId>;
 
     /// Ends the capture and keeps the raw graph; returns its node count.
     ///
@@ -30,7 +36,8 @@ pub trait GraphImpl: Send + 'static {
     /// Drops the raw graph, keeping the executable one.
     fn drop_raw_graph(&mut self);
 
-    /// Drops everything (aborting a capture in progress) and releases the pool hold.
+    /// Drops everything (aborting a capture in progress) and releases the graph's holds on
+    /// its pool and on the memory its work used.
     fn reset(&mut self);
 
     /// Writes the raw graph as DOT to `path`. The default renders [`GraphImpl::topology`]
@@ -42,12 +49,23 @@ pub trait GraphImpl: Send + 'static {
 
     /// Nodes and edges of the raw graph.
     fn topology(&self) -> Result<GraphTopology>;
+
+    /// The raw graph, while one exists.
+    fn raw_graph(&self) -> Option<&Self::RawGraph>;
+
+    /// The executable graph, once instantiated.
+    fn executable(&self) -> Option<&Self::Executable>;
+}
+
+/// Wraps a backend's graph implementation in the front object (what a backend's
+/// `Backend::graph` returns). Fails on an invalid pool id.
+pub fn new_graph<I: GraphImpl>(imp: I, options: GraphOptions) -> Result<Graph<I>> {
+    Graph::new(imp, options)
 }
 
 /// Writes `graph`'s topology as DOT to `path`: the default [`GraphImpl::debug_dump`], also the
 /// fallback of backends whose native dump is missing at run time.
 pub fn write_topology_dot<G: GraphImpl + ?Sized>(graph: &G, path: &Path) -> Result<()> {
     let name = format!("accel_graph_{}", graph.backend_name());
-    std::fs::write(path, graph.topology()?.to_dot(&name))?;
-    Ok(())
+    std::fs::write(path, graph.topology()?.to_dot(&name)).map_err(|e| GraphError::io(path, e))
 }

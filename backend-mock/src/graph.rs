@@ -1,0 +1,131 @@
+//! Simulated graphs: the raw graph a capture records, the flat plan a replay runs, and the
+//! sanitizer that checks each node's memory as it runs.
+
+use std::sync::Arc;
+
+use accel_graph_api::GraphTopology;
+use accel_graph_driver::{DriverResult, api::DriverGraphs, software::Node};
+
+use crate::{FaultSite, MockDevice, counters::Counters, ops::MockCommand, stream::MockStreamState};
+
+/// A captured graph of the mock: the recorded commands with their dependencies, in capture
+/// order (a topological order). What [`accel_graph_api::Graph::raw_graph`] returns.
+pub struct MockRawGraph {
+    pub(crate) nodes: Vec<Node<MockCommand>>,
+}
+
+impl MockRawGraph {
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when the graph has no node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Each node's label (`"add_scalar x=0x7f0000000000[4] c=1"`...), in node order.
+    pub fn labels(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.command.label()).collect()
+    }
+}
+
+impl std::fmt::Debug for MockRawGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockRawGraph")
+            .field("nodes", &self.labels())
+            .finish()
+    }
+}
+
+/// An instantiated mock graph: its commands in one flat vector, resolved to memory, so a
+/// replay does no lookup, takes no lock and allocates nothing per node. What
+/// [`accel_graph_api::Graph::executable`] returns.
+pub struct MockExecutable {
+    commands: Vec<MockCommand>,
+}
+
+impl MockExecutable {
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.commands.len()
+    }
+
+    /// True when the graph has no node.
+    pub fn is_empty(&self) -> bool {
+        self.commands.is_empty()
+    }
+}
+
+impl std::fmt::Debug for MockExecutable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockExecutable")
+            .field("nodes", &self.commands.len())
+            .finish()
+    }
+}
+
+impl DriverGraphs for MockDevice {
+    type Exec = MockExecutable;
+
+    fn instantiate(&self, graph: &MockRawGraph) -> DriverResult<MockExecutable> {
+        self.alive()?;
+        self.fault(FaultSite::Instantiate)?;
+        Counters::bump(&self.counters.instantiations, 1);
+        // Capture order is a topological order (a node only depends on earlier nodes), so the
+        // plan runs the nodes in order; a wider device would run independent branches
+        // concurrently, with the same result, since branches of a valid graph do not race.
+        Ok(MockExecutable {
+            commands: graph.nodes.iter().map(|n| n.command.clone()).collect(),
+        })
+    }
+
+    fn upload_exec(&self, _exec: &MockExecutable, _stream: &Arc<MockStreamState>) -> DriverResult<()> {
+        self.alive()
+    }
+
+    fn launch_exec(&self, exec: &MockExecutable, stream: &Arc<MockStreamState>) -> DriverResult<()> {
+        self.alive()?;
+        self.fault(FaultSite::Replay)?;
+        if self.faults.check(FaultSite::DeviceFault).is_err() {
+            self.break_device();
+            return self.alive();
+        }
+        if stream.is_stalled() {
+            for command in &exec.commands {
+                // A stalled stream queues the replay's work in order, as a GPU would.
+                let _ = stream.queue_if_stalled(command.clone());
+            }
+        } else {
+            for (node, command) in exec.commands.iter().enumerate() {
+                // The sanitizer checks each node as it runs: a host node may release memory
+                // later nodes touch.
+                self.execute(command, Some(node))?;
+            }
+        }
+        Counters::bump(&self.counters.replays, 1);
+        Counters::bump(&self.counters.nodes_replayed, exec.commands.len() as u64);
+        Ok(())
+    }
+
+    fn node_count(&self, graph: &MockRawGraph) -> DriverResult<usize> {
+        Ok(graph.nodes.len())
+    }
+
+    fn topology(&self, graph: &MockRawGraph) -> DriverResult<GraphTopology> {
+        let mut t = GraphTopology::default();
+        for node in &graph.nodes {
+            t.add_node(node.command.kind(), node.command.label());
+        }
+        for (id, node) in graph.nodes.iter().enumerate() {
+            // Sorted: deterministic DOT bytes whatever order the joins came in.
+            let mut deps = node.deps.clone();
+            deps.sort_unstable();
+            for dep in deps {
+                t.add_edge(dep, id);
+            }
+        }
+        Ok(t)
+    }
+}

@@ -1,0 +1,32 @@
+//! `DriverMemory`: raw device allocations and the blocking host copies.
+
+use super::{DriverResult, DriverStreams};
+
+/// Device memory of a driver.
+///
+/// The driver layer decides *when* blocks are freed (never while a capture runs, never while a
+/// graph's work uses them); a driver only allocates, frees and copies.
+pub trait DriverMemory: DriverStreams {
+    /// A raw allocation: a cheap handle that buffers carry copies of (a device pointer, a
+    /// reference-counted buffer).
+    type Block: Clone + Send + Sync + 'static;
+
+    /// Allocates `bytes` bytes (at least one byte's worth: a zero-byte request still gets a
+    /// block of its own, so every buffer has an identity).
+    fn malloc(&self, bytes: usize) -> DriverResult<Self::Block>;
+
+    /// Frees a block.
+    fn free(&self, block: Self::Block) -> DriverResult<()>;
+
+    /// The block's device address.
+    fn block_address(&self, block: &Self::Block) -> u64;
+
+    /// Copies `src` into the first `src.len()` bytes of `dst` in `stream`'s order and waits
+    /// for the copy.
+    fn upload(&self, dst: &Self::Block, src: &[u8], stream: &Self::Stream) -> DriverResult<()>;
+
+    /// Copies the first `dst.len()` bytes of `src` to `dst` after `stream`'s work and waits
+    /// for the copy.
+    fn download(&self, src: &Self::Block, dst: &mut [u8], stream: &Self::Stream)
+    -> DriverResult<()>;
+}

@@ -1,0 +1,48 @@
+//! `DriverOps`: the portable ops' kernels and host functions.
+
+use std::ffi::c_void;
+
+use accel_graph_api::PortableOp;
+
+use super::{DriverCapture, DriverMemory, DriverResult};
+
+/// The memory an op touches: the first `len` `f32` elements of a block.
+#[derive(Debug)]
+pub struct Region<'a, B> {
+    /// The block.
+    pub block: &'a B,
+    /// Elements (the buffer's length; the block may be larger).
+    pub len: usize,
+}
+
+impl<B> Clone for Region<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B> Copy for Region<'_, B> {}
+
+/// A host function the driver calls in stream order, with the data pointer given.
+pub type HostFn = unsafe extern "C" fn(*mut c_void);
+
+/// The kernels of the portable ops, and host functions.
+pub trait DriverOps: DriverMemory + DriverCapture {
+    /// Issues `op` on `stream` (run, or recorded if the stream is capturing). Operand lengths
+    /// are checked, and every region lies inside its block.
+    fn launch_op(&self, op: PortableOp<Region<'_, Self::Block>>, stream: &Self::Stream)
+    -> DriverResult<()>;
+
+    /// Calls `func(data)` in `stream`'s order (recorded as a host node if the stream is
+    /// capturing).
+    ///
+    /// # Safety
+    /// `data` must stay valid until `func` has run: for an eager call, until it runs once;
+    /// for a captured one, as long as any executable made from the capture can launch.
+    unsafe fn launch_host(
+        &self,
+        stream: &Self::Stream,
+        func: HostFn,
+        data: *mut c_void,
+    ) -> DriverResult<()>;
+}

@@ -1,0 +1,501 @@
+//! `DriverBackend`: the [`Backend`] written once over a [`Driver`].
+
+use std::sync::Arc;
+
+use accel_graph_api::{
+    Backend, BackendKind, BlockInfo, Capabilities, DeviceBuffer, EventOptions, Graph,
+    GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp,
+    PortableOps, Result, backend_kit::new_graph,
+};
+
+use crate::{
+    Driver, DriverBuffer, DriverEvent, DriverGraph, DriverStream,
+    api::Region,
+    capture::CaptureEntry,
+    errors::{CallSite, waits_for_capturing_stream},
+    host::{self, HostCall},
+    shared::Shared,
+};
+
+/// A backend over driver `D`: streams, events, memory with graph pools, the portable ops and
+/// graphs with PyTorch's semantics. Clones share the instance.
+///
+/// Each backend crate wraps it in its own type (`CudaBackend`, `MockBackend`, ...) with
+/// [`backend_newtype!`](crate::backend_newtype); the driver's own extras are reached through
+/// [`DriverBackend::driver`].
+pub struct DriverBackend<D: Driver> {
+    shared: Arc<Shared<D>>,
+}
+
+impl<D: Driver> Clone for DriverBackend<D> {
+    fn clone(&self) -> Self {
+        DriverBackend {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<D: Driver> std::fmt::Debug for DriverBackend<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("kind", &D::KIND)
+            .field("device", &self.shared.capabilities.device_name)
+            .field("instance", &format_args!("{:#x}", self.shared.id))
+            .finish()
+    }
+}
+
+impl<D: Driver> DriverBackend<D> {
+    /// A backend instance over `driver`.
+    pub fn new(driver: D) -> Self {
+        DriverBackend {
+            shared: Arc::new(Shared::new(driver)),
+        }
+    }
+
+    /// The driver, for what only this backend offers.
+    pub fn driver(&self) -> &D {
+        &self.shared.driver
+    }
+
+    /// True while any capture of the instance's capture domain runs.
+    pub fn any_capture_active(&self) -> bool {
+        self.shared.domain.capture_active()
+    }
+
+    /// Bytes of device frees waiting for a capture to end.
+    pub fn deferred_free_bytes(&self) -> usize {
+        self.shared.pools.raw().deferred_bytes()
+    }
+
+    fn own_stream(&self, stream: &DriverStream<D>) -> Result<()> {
+        if stream.inner.instance == self.shared.id {
+            Ok(())
+        } else {
+            Err(GraphError::ForeignObject { what: "stream" })
+        }
+    }
+
+    fn own_event(&self, event: &DriverEvent<D>) -> Result<()> {
+        if event.instance == self.shared.id {
+            Ok(())
+        } else {
+            Err(GraphError::ForeignObject { what: "event" })
+        }
+    }
+
+    fn own_buffer(&self, buffer: &DriverBuffer<D>) -> Result<()> {
+        if buffer.instance_id() == self.shared.id {
+            Ok(())
+        } else {
+            Err(GraphError::ForeignObject { what: "buffer" })
+        }
+    }
+
+    /// The rule for a call that waits for `stream`'s work (stream synchronize, the blocking
+    /// copies on the current stream): on a capturing stream it can never finish, so it fails
+    /// and invalidates the capture in every mode; elsewhere it is an unsafe call.
+    fn blocking_call(&self, operation: &str, stream: &DriverStream<D>) -> Result<()> {
+        if let Some(entry) = stream.inner.capture() {
+            entry
+                .record
+                .invalidate(format!("{operation} on the capturing stream"));
+            return Err(waits_for_capturing_stream(operation, entry.record.mode()));
+        }
+        self.shared.domain.rules.check_unsafe_call(operation)
+    }
+
+    /// After a call that waited for device work: host callbacks that ran may have panicked.
+    fn after_wait(&self) -> Result<()> {
+        self.shared.host_panics.check()
+    }
+
+    /// The capture `stream` takes part in, checked to be still valid.
+    fn valid_capture(stream: &DriverStream<D>) -> Result<Option<Arc<CaptureEntry<D>>>> {
+        match stream.inner.capture() {
+            Some(entry) => {
+                entry.record.ensure_valid()?;
+                Ok(Some(entry))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+impl<D: Driver> PortableOps for DriverBackend<D> {
+    type Buffer = DriverBuffer<D>;
+
+    fn launch(&self, op: PortableOp<&DriverBuffer<D>>) -> Result<()> {
+        let (out, input) = op.operands();
+        self.own_buffer(out)?;
+        if let Some(input) = input {
+            self.own_buffer(input)?;
+        }
+        op.check_lengths(|b| b.len())?;
+        let shared = &self.shared;
+        shared.bind()?;
+        shared.current.with(|stream| {
+            if let Some(entry) = Self::valid_capture(stream)? {
+                entry.keep_block(out.memory());
+                if let Some(input) = input {
+                    entry.keep_block(input.memory());
+                }
+            }
+            let regions = op.map(|b| Region {
+                block: b.block(),
+                len: b.len(),
+            });
+            shared.check(
+                shared.driver.launch_op(regions, &stream.inner.raw),
+                CallSite::op(op.name()),
+            )
+        })
+    }
+}
+
+impl<D: Driver> Backend for DriverBackend<D> {
+    type Stream = DriverStream<D>;
+    type Event = DriverEvent<D>;
+    type Graph = Graph<DriverGraph<D>>;
+
+    fn kind(&self) -> BackendKind {
+        D::KIND
+    }
+
+    fn instance_id(&self) -> u64 {
+        self.shared.id
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.shared.capabilities.clone()
+    }
+
+    fn instance_cache(&self) -> &InstanceCache {
+        &self.shared.cache
+    }
+
+    fn default_stream(&self) -> DriverStream<D> {
+        self.shared.current.default_stream().clone()
+    }
+
+    fn new_stream(&self) -> Result<DriverStream<D>> {
+        let shared = &self.shared;
+        shared.bind()?;
+        let raw = shared.check(shared.driver.create_stream(), CallSite::op("new_stream"))?;
+        Ok(DriverStream::new(&*shared.driver, raw, shared.id))
+    }
+
+    fn current_stream(&self) -> DriverStream<D> {
+        self.shared.current.get()
+    }
+
+    fn set_current_stream(&self, stream: &DriverStream<D>) -> Result<DriverStream<D>> {
+        self.own_stream(stream)?;
+        Ok(self.shared.current.set(stream.clone()))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let shared = &self.shared;
+        // A device-wide wait includes the capturing streams: it conflicts with every capture,
+        // whatever its mode or thread.
+        shared.domain.rules.check_device_synchronize("synchronize")?;
+        shared.bind()?;
+        shared.check(
+            shared.driver.synchronize(),
+            CallSite::unsafe_call("synchronize"),
+        )?;
+        shared.after_synchronize();
+        self.after_wait()
+    }
+
+    fn stream_synchronize(&self, stream: &DriverStream<D>) -> Result<()> {
+        self.own_stream(stream)?;
+        self.blocking_call("stream_synchronize", stream)?;
+        let shared = &self.shared;
+        shared.bind()?;
+        shared.check(
+            shared.driver.stream_synchronize(&stream.inner.raw),
+            CallSite::unsafe_call("stream_synchronize"),
+        )?;
+        shared.poll_pending_frees();
+        self.after_wait()
+    }
+
+    fn is_capturing(&self, stream: &DriverStream<D>) -> Result<bool> {
+        self.own_stream(stream)?;
+        let shared = &self.shared;
+        shared.bind()?;
+        let id = shared.check(
+            shared.driver.capture_id(&stream.inner.raw),
+            CallSite::op("is_capturing"),
+        )?;
+        Ok(id.is_some())
+    }
+
+    fn new_event_with(&self, options: EventOptions) -> Result<DriverEvent<D>> {
+        let shared = &self.shared;
+        shared.bind()?;
+        let raw = shared.check(shared.driver.create_event(options), CallSite::op("new_event"))?;
+        Ok(DriverEvent {
+            raw,
+            instance: shared.id,
+            options,
+        })
+    }
+
+    fn record_event(&self, event: &DriverEvent<D>) -> Result<()> {
+        self.own_event(event)?;
+        let shared = &self.shared;
+        shared.bind()?;
+        shared.current.with(|stream| {
+            Self::valid_capture(stream)?;
+            shared.check(
+                shared.driver.record_event(&event.raw, &stream.inner.raw),
+                CallSite::op("record_event"),
+            )
+        })
+    }
+
+    fn wait_event(&self, event: &DriverEvent<D>) -> Result<()> {
+        self.own_event(event)?;
+        let shared = &self.shared;
+        shared.bind()?;
+        let stream = shared.current.get();
+        let joined_before = Self::valid_capture(&stream)?.is_some();
+        shared.check(
+            shared.driver.wait_event(&stream.inner.raw, &event.raw),
+            CallSite::op("wait_event"),
+        )?;
+        if !joined_before
+            && let Some(id) = shared.check(
+                shared.driver.capture_id(&stream.inner.raw),
+                CallSite::op("wait_event"),
+            )?
+        {
+            // The wait forked the stream into a capture: find ours and join it, so the work
+            // issued on this stream is kept alive by that capture's graph.
+            let entry = shared
+                .captures()
+                .iter()
+                .find(|c| c.driver_id() == Some(id))
+                .cloned();
+            if let Some(entry) = entry {
+                entry.join(&stream.inner);
+            }
+        }
+        Ok(())
+    }
+
+    fn event_synchronize(&self, event: &DriverEvent<D>) -> Result<()> {
+        self.own_event(event)?;
+        let shared = &self.shared;
+        shared.domain.rules.check_unsafe_call("event_synchronize")?;
+        shared.bind()?;
+        shared.check(
+            shared.driver.event_synchronize(&event.raw),
+            CallSite::unsafe_call("event_synchronize"),
+        )?;
+        shared.poll_pending_frees();
+        self.after_wait()
+    }
+
+    fn event_query(&self, event: &DriverEvent<D>) -> Result<bool> {
+        self.own_event(event)?;
+        let shared = &self.shared;
+        shared.bind()?;
+        shared.check(
+            shared.driver.event_query(&event.raw),
+            CallSite::op("event_query"),
+        )
+    }
+
+    fn elapsed_time(&self, start: &DriverEvent<D>, end: &DriverEvent<D>) -> Result<f32> {
+        self.own_event(start)?;
+        self.own_event(end)?;
+        if !self.shared.capabilities.event_timing {
+            return Err(GraphError::Unsupported {
+                what: format!(
+                    "elapsed_time: events on {} cannot measure time \
+                     (capabilities().event_timing is false)",
+                    self.shared.capabilities.device_name
+                ),
+            });
+        }
+        if !(start.options.enable_timing && end.options.enable_timing) {
+            return Err(GraphError::ArgumentMismatch(
+                "elapsed_time needs two events made with EventOptions::enable_timing(true)"
+                    .to_owned(),
+            ));
+        }
+        let shared = &self.shared;
+        shared.bind()?;
+        shared.check(
+            shared.driver.elapsed_ms(&start.raw, &end.raw),
+            CallSite::op("elapsed_time"),
+        )
+    }
+
+    fn alloc(&self, len: usize) -> Result<DriverBuffer<D>> {
+        let shared = &self.shared;
+        let bytes = len
+            .checked_mul(std::mem::size_of::<f32>())
+            .ok_or(GraphError::size_overflow(shared.name()))?;
+        shared.check(
+            shared.driver.on_alloc(bytes),
+            CallSite {
+                operation: "alloc",
+                bytes,
+                unsafe_call: false,
+            },
+        )?;
+        shared.poll_pending_frees();
+        let capture = Self::valid_capture(&shared.current.get())?;
+        let memory = match capture {
+            // Inside a capture: the capture's pool, allocated in relaxed mode as PyTorch's
+            // allocator does, so the allocation neither is refused by nor invalidates it.
+            Some(entry) => shared.relaxed(|| shared.pools.alloc_in(entry.pool, bytes))?,
+            // Elsewhere a plain allocation: an unsafe call while a capture forbids it.
+            None => {
+                shared.domain.rules.check_unsafe_call("alloc")?;
+                shared.pools.alloc_plain(bytes)?
+            }
+        };
+        Ok(DriverBuffer::new(
+            shared,
+            accel_graph_api::backend_kit::pools::OwnedAllocation::new(&shared.pools, memory),
+            len,
+        ))
+    }
+
+    fn upload(&self, dst: &DriverBuffer<D>, src: &[f32]) -> Result<()> {
+        self.own_buffer(dst)?;
+        if src.len() != dst.len() {
+            return Err(GraphError::LengthMismatch {
+                op: "upload",
+                expected: dst.len(),
+                got: src.len(),
+            });
+        }
+        let shared = &self.shared;
+        let stream = shared.current.get();
+        self.blocking_call("upload", &stream)?;
+        shared.bind()?;
+        shared.check(
+            shared
+                .driver
+                .upload(dst.block(), bytemuck::cast_slice(src), &stream.inner.raw),
+            CallSite::unsafe_call("upload"),
+        )?;
+        self.after_wait()
+    }
+
+    fn download(&self, src: &DriverBuffer<D>) -> Result<Vec<f32>> {
+        self.own_buffer(src)?;
+        let shared = &self.shared;
+        let stream = shared.current.get();
+        self.blocking_call("download", &stream)?;
+        shared.bind()?;
+        let mut out = vec![0f32; src.len()];
+        shared.check(
+            shared.driver.download(
+                src.block(),
+                bytemuck::cast_slice_mut(&mut out),
+                &stream.inner.raw,
+            ),
+            CallSite::unsafe_call("download"),
+        )?;
+        self.after_wait()?;
+        Ok(out)
+    }
+
+    fn record_stream(&self, buffer: &DriverBuffer<D>, stream: &DriverStream<D>) -> Result<()> {
+        self.own_buffer(buffer)?;
+        self.own_stream(stream)?;
+        buffer.record_use(stream);
+        Ok(())
+    }
+
+    fn memory_stats(&self) -> MemoryStats {
+        let mut stats = self.shared.pools.stats();
+        let waiting = self
+            .shared
+            .pools
+            .raw()
+            .deferred_bytes()
+            .saturating_add(self.shared.pending_free_bytes());
+        stats.reserved_bytes = stats.reserved_bytes.saturating_add(waiting);
+        stats
+    }
+
+    fn memory_snapshot(&self) -> Vec<BlockInfo> {
+        self.shared.pools.snapshot()
+    }
+
+    fn empty_cache(&self) -> Result<()> {
+        let shared = &self.shared;
+        shared.domain.flush();
+        shared.poll_pending_frees();
+        shared.pools.release_unused();
+        Ok(())
+    }
+
+    fn host_callback(&self, f: HostCallback) -> Result<()> {
+        let shared = &self.shared;
+        if !shared.capabilities.host_callbacks {
+            return Err(GraphError::Unsupported {
+                what: format!(
+                    "host_callback: {} runs no host functions in stream order \
+                     (capabilities().host_callbacks is false)",
+                    shared.capabilities.device_name
+                ),
+            });
+        }
+        shared.bind()?;
+        let stream = shared.current.get();
+        match Self::valid_capture(&stream)? {
+            Some(entry) => {
+                let label = format!(
+                    "host node #{} of graph {}",
+                    entry.next_host_node(),
+                    entry.graph
+                );
+                let data = entry.keep_callback(HostCall::new(
+                    f,
+                    label,
+                    Arc::clone(&shared.host_panics),
+                ));
+                // SAFETY: the callback lives in the capture's keep-alive set, then in the
+                // graph's, then among the retired callbacks until a device synchronization:
+                // as long as any executable of the capture can launch.
+                let launched =
+                    unsafe { shared.driver.launch_host(&stream.inner.raw, host::run_kept, data) };
+                shared.check(launched, CallSite::op("host_callback"))?;
+            }
+            None => {
+                let call = HostCall::new(f, "(eager)".to_owned(), Arc::clone(&shared.host_panics));
+                let data = Box::into_raw(call).cast::<std::ffi::c_void>();
+                // SAFETY: ownership of `data` passes to `run_once`, which frees it when it runs.
+                let launched =
+                    unsafe { shared.driver.launch_host(&stream.inner.raw, host::run_once, data) };
+                if let Err(e) = launched {
+                    // SAFETY: the launch failed, so the host function never runs: reclaim it.
+                    drop(unsafe { Box::from_raw(data.cast::<HostCall>()) });
+                    return Err(shared.error(e, CallSite::op("host_callback")));
+                }
+            }
+        }
+        self.after_wait()
+    }
+
+    fn graph(&self, options: GraphOptions) -> Result<Graph<DriverGraph<D>>> {
+        let options = options.validate()?;
+        if let Some(pool) = options.pool {
+            self.shared.pools.check_issued(pool)?;
+        }
+        new_graph(DriverGraph::new(Arc::clone(&self.shared)), options)
+    }
+
+    fn graph_pool_handle(&self) -> PoolId {
+        self.shared.pools.issue_user_pool()
+    }
+}

@@ -1,0 +1,140 @@
+//! `CaptureEntry`: one capture in progress, as the driver layer keeps it — its pool, its
+//! capture-mode record, the streams taking part, and what its graph must keep alive.
+//!
+//! Which capture a stream takes part in is kept on the stream itself (set when the capture
+//! begins on it or the stream waits on an event of the capture, cleared when the capture
+//! ends), so issuing an op costs no driver query. Captures begun, or streams joined, through
+//! raw handles behind the backend's back are not seen here: work issued through such paths is
+//! the caller's responsibility (see the driver layer's crate documentation).
+
+use std::{
+    collections::HashMap,
+    ffi::c_void,
+    sync::{
+        Arc, Mutex, MutexGuard, OnceLock, Weak,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use accel_graph_api::{
+    PoolId,
+    backend_kit::{
+        capture_rules::CaptureRecord,
+        pools::{BlockHold, BlockId, OwnedAllocation},
+    },
+};
+
+use crate::{Driver, allocator::DriverAllocator, host::HostCall, stream::StreamInner};
+
+/// What a graph keeps alive for its captured work: a hold on every block an op touched (so
+/// dropping a buffer cannot free memory a replay still writes) and the host callbacks its host
+/// nodes call.
+pub(crate) struct KeepAlive<D: Driver> {
+    blocks: HashMap<BlockId, BlockHold<DriverAllocator<D>>>,
+    /// Boxed: host nodes hold a thin pointer to each, which must not move.
+    #[allow(clippy::vec_box)]
+    pub(crate) callbacks: Vec<Box<HostCall>>,
+}
+
+impl<D: Driver> Default for KeepAlive<D> {
+    fn default() -> Self {
+        KeepAlive {
+            blocks: HashMap::new(),
+            callbacks: Vec::new(),
+        }
+    }
+}
+
+impl<D: Driver> KeepAlive<D> {
+    /// Number of distinct blocks held.
+    pub(crate) fn blocks(&self) -> usize {
+        self.blocks.len()
+    }
+}
+
+/// One capture in progress.
+pub(crate) struct CaptureEntry<D: Driver> {
+    /// The driver's id of the capture, known once the driver began it.
+    driver_id: OnceLock<u64>,
+    /// The pool its allocations come from.
+    pub(crate) pool: PoolId,
+    /// Its thread, mode and invalidation, in the domain's rules.
+    pub(crate) record: Arc<CaptureRecord>,
+    /// Serial number of the graph capturing, for messages.
+    pub(crate) graph: u64,
+    /// Streams whose current capture is this one (the origin first).
+    members: Mutex<Vec<Weak<StreamInner<D>>>>,
+    keep: Mutex<KeepAlive<D>>,
+    host_nodes: AtomicUsize,
+}
+
+impl<D: Driver> CaptureEntry<D> {
+    pub(crate) fn new(pool: PoolId, record: Arc<CaptureRecord>, graph: u64) -> Arc<Self> {
+        Arc::new(CaptureEntry {
+            driver_id: OnceLock::new(),
+            pool,
+            record,
+            graph,
+            members: Mutex::new(Vec::new()),
+            keep: Mutex::new(KeepAlive::default()),
+            host_nodes: AtomicUsize::new(0),
+        })
+    }
+
+    fn keep(&self) -> MutexGuard<'_, KeepAlive<D>> {
+        // Holds are inserted or taken whole: a panic elsewhere cannot tear the map.
+        self.keep.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the driver's id of the capture.
+    pub(crate) fn set_driver_id(&self, id: u64) {
+        let _ = self.driver_id.set(id);
+    }
+
+    /// The driver's id of the capture, once it began.
+    pub(crate) fn driver_id(&self) -> Option<u64> {
+        self.driver_id.get().copied()
+    }
+
+    /// Keeps the block of `memory` alive for the graph (once per block).
+    pub(crate) fn keep_block(&self, memory: &OwnedAllocation<DriverAllocator<D>>) {
+        let id = memory.get().id();
+        self.keep()
+            .blocks
+            .entry(id)
+            .or_insert_with(|| memory.hold());
+    }
+
+    /// Keeps a captured host callback alive for the graph; returns the pointer its host node
+    /// calls it with.
+    pub(crate) fn keep_callback(&self, call: Box<HostCall>) -> *mut c_void {
+        let data = (&*call as *const HostCall).cast_mut().cast::<c_void>();
+        self.keep().callbacks.push(call);
+        data
+    }
+
+    /// The number of the next host node, for its label.
+    pub(crate) fn next_host_node(&self) -> usize {
+        self.host_nodes.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Makes `stream` take part in this capture.
+    pub(crate) fn join(self: &Arc<Self>, stream: &Arc<StreamInner<D>>) {
+        stream.set_capture(Some(Arc::clone(self)));
+        self.members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::downgrade(stream));
+    }
+
+    /// Ends the capture's membership: no stream takes part in it any more. Returns what the
+    /// graph must keep alive.
+    pub(crate) fn close(self: &Arc<Self>) -> KeepAlive<D> {
+        let members =
+            std::mem::take(&mut *self.members.lock().unwrap_or_else(|e| e.into_inner()));
+        for stream in members.iter().filter_map(Weak::upgrade) {
+            stream.leave_capture(self);
+        }
+        std::mem::take(&mut *self.keep())
+    }
+}

@@ -1,0 +1,127 @@
+//! `Domain`: what every backend instance of one capture domain shares — the capture-mode rules
+//! and the gate that keeps device frees out of captures.
+//!
+//! # Why frees are gated
+//!
+//! Freeing device memory (`cuMemFree`, `hipFree`) synchronizes, which a capture in progress
+//! forbids: the free fails and may invalidate the capture. Buffers are dropped from any
+//! thread at any time, so a free cannot simply return an error: while any capture of the
+//! domain runs, frees wait, and run when the last capture ends.
+//!
+//! The window this closes: a capture that has begun in the driver but is not yet counted. Here
+//! a capture is counted *before* the driver begins it ([`Domain::capture_starting`], under the
+//! gate's write lock), and a free checks the count and frees *under the read lock*. So either
+//! the free's check-and-free runs entirely before the count goes up — hence before the driver
+//! begins the capture — or the free sees the count and waits. No free can run in between
+//! (`free_during_capture_never_reaches_the_driver` in the mock backend's tests drives many
+//! threads through that window against a driver that invalidates captures on a free).
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex, OnceLock, RwLock, Weak,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use accel_graph_api::{BackendKind, backend_kit::capture_rules::CaptureRules};
+
+/// Work waiting for the domain's captures to end.
+type Deferred = Box<dyn FnOnce() + Send>;
+
+/// One capture domain.
+pub(crate) struct Domain {
+    /// The capture-mode rules of every capture in the domain.
+    pub(crate) rules: CaptureRules,
+    /// Write-locked to change `captures`; read-locked around every free.
+    gate: RwLock<()>,
+    /// Captures begun, or beginning, in the domain.
+    captures: AtomicUsize,
+    deferred: Mutex<Vec<Deferred>>,
+}
+
+impl Domain {
+    /// The domain `key` of backend `kind`, shared by every live instance that names it.
+    pub(crate) fn get(kind: BackendKind, key: u64) -> Arc<Domain> {
+        type Registry = Mutex<HashMap<(BackendKind, u64), Weak<Domain>>>;
+        static DOMAINS: OnceLock<Registry> = OnceLock::new();
+        let mut domains = DOMAINS
+            .get_or_init(Registry::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        domains.retain(|_, d| d.strong_count() > 0);
+        if let Some(domain) = domains.get(&(kind, key)).and_then(Weak::upgrade) {
+            return domain;
+        }
+        let domain = Arc::new(Domain {
+            rules: CaptureRules::default(),
+            gate: RwLock::new(()),
+            captures: AtomicUsize::new(0),
+            deferred: Mutex::new(Vec::new()),
+        });
+        domains.insert((kind, key), Arc::downgrade(&domain));
+        domain
+    }
+
+    /// Counts a capture that is about to begin in the driver. Call
+    /// [`Domain::capture_ended`] once for it, whether it began or not.
+    pub(crate) fn capture_starting(&self) {
+        let _write = self.gate.write().unwrap_or_else(|e| e.into_inner());
+        self.captures.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A capture counted by [`Domain::capture_starting`] is over: when it was the last one,
+    /// the deferred frees run.
+    pub(crate) fn capture_ended(&self) {
+        {
+            let _write = self.gate.write().unwrap_or_else(|e| e.into_inner());
+            let previous = self.captures.fetch_sub(1, Ordering::AcqRel);
+            debug_assert!(previous > 0, "capture_ended without capture_starting");
+        }
+        self.flush();
+    }
+
+    /// True while a capture of the domain runs (or is beginning).
+    pub(crate) fn capture_active(&self) -> bool {
+        self.captures.load(Ordering::Acquire) > 0
+    }
+
+    /// Runs `free` now if no capture runs, else when the last capture ends. Returns true
+    /// when it ran now.
+    pub(crate) fn free(&self, free: impl FnOnce() + Send + 'static) -> bool {
+        let _read = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        if self.captures.load(Ordering::Acquire) == 0 {
+            free();
+            true
+        } else {
+            self.deferred
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Box::new(free));
+            false
+        }
+    }
+
+    /// Runs the deferred frees if no capture runs.
+    pub(crate) fn flush(&self) {
+        let _read = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        if self.captures.load(Ordering::Acquire) > 0 {
+            return;
+        }
+        let work = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|e| e.into_inner()));
+        for free in work {
+            free();
+        }
+    }
+}
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        // The last instance of the domain is gone, so no capture of it can run: whatever still
+        // waits is freed now.
+        let work = std::mem::take(self.deferred.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for free in work {
+            free();
+        }
+    }
+}

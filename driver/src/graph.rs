@@ -1,0 +1,322 @@
+//! `DriverGraph`: the graph implementation behind `Graph<DriverGraph<D>>`, written once for
+//! every driver — capture on the current stream into a pool, instantiate, launch, reset.
+
+use std::{path::Path, sync::Arc};
+
+use accel_graph_api::{
+    CaptureErrorMode, GraphError, GraphTopology, PoolId, Result,
+    backend_kit::{
+        GraphImpl,
+        pools::{MemoryPools, PoolHold},
+        write_topology_dot,
+    },
+};
+
+use crate::{
+    Driver, DriverStream,
+    allocator::DriverAllocator,
+    capture::{CaptureEntry, KeepAlive},
+    errors::CallSite,
+    shared::Shared,
+};
+
+/// A capture this graph runs.
+struct Capturing<D: Driver> {
+    entry: Arc<CaptureEntry<D>>,
+    stream: DriverStream<D>,
+}
+
+/// The graph implementation of every driver-based backend; users meet it as
+/// `accel_graph_api::Graph<DriverGraph<D>>` (`CudaGraph`, `MockGraph`...).
+pub struct DriverGraph<D: Driver> {
+    shared: Arc<Shared<D>>,
+    serial: u64,
+    capture: Option<Capturing<D>>,
+    raw: Option<D::Graph>,
+    exec: Option<D::Exec>,
+    pool: Option<PoolHold<DriverAllocator<D>>>,
+    /// Blocks and host callbacks the captured work uses.
+    kept: KeepAlive<D>,
+}
+
+impl<D: Driver> DriverGraph<D> {
+    pub(crate) fn new(shared: Arc<Shared<D>>) -> Self {
+        DriverGraph {
+            serial: shared.next_graph(),
+            shared,
+            capture: None,
+            raw: None,
+            exec: None,
+            pool: None,
+            kept: KeepAlive::default(),
+        }
+    }
+
+    /// Number of distinct memory blocks the graph's captured work uses (and keeps alive).
+    pub fn held_blocks(&self) -> usize {
+        self.kept.blocks()
+    }
+
+    /// Ends the capture's bookkeeping (the driver's capture is over already): its streams leave
+    /// it, the domain's count goes down, its holds move to the graph. Returns why the rules
+    /// invalidated it, if they did.
+    fn finish_capture(&mut self, capturing: &Capturing<D>) -> Option<String> {
+        let entry = &capturing.entry;
+        self.shared.captures().retain(|c| !Arc::ptr_eq(c, entry));
+        let kept = entry.close();
+        let invalidated = self.shared.domain.rules.end(&entry.record);
+        self.shared.domain.capture_ended();
+        self.kept = kept;
+        invalidated
+    }
+
+    /// Drops the driver's graph objects with the device bound (their release may need it).
+    fn drop_objects(&mut self) {
+        if self.raw.is_some() || self.exec.is_some() {
+            let _ = self.shared.driver.bind();
+            self.exec = None;
+            self.raw = None;
+        }
+    }
+}
+
+impl<D: Driver> GraphImpl for DriverGraph<D> {
+    type RawGraph = D::Graph;
+    type Executable = D::Exec;
+
+    fn backend_name(&self) -> &'static str {
+        self.shared.name()
+    }
+
+    fn capture_begin(&mut self, pool: Option<PoolId>, mode: CaptureErrorMode) -> Result<PoolId> {
+        let shared = Arc::clone(&self.shared);
+        let stream = shared.current.get();
+        if stream.inner.instance != shared.id {
+            return Err(GraphError::ForeignObject { what: "stream" });
+        }
+        if stream.is_default() && shared.capabilities.uncapturable_default_stream {
+            return Err(GraphError::StreamNotCapturable);
+        }
+        let pool = match pool {
+            Some(pool) => {
+                shared.pools.check_issued(pool)?;
+                pool
+            }
+            None => shared.pools.issue_private_pool(),
+        };
+        let hold = MemoryPools::hold_pool(&shared.pools, pool);
+        // Counted before the driver begins: from here on, frees of the domain wait.
+        shared.domain.capture_starting();
+        let record = shared.domain.rules.begin(mode);
+        let entry = CaptureEntry::new(pool, record, self.serial);
+        // Joined before the driver begins, so work another thread issues on the stream in
+        // between is kept alive too.
+        entry.join(&stream.inner);
+        let begun = shared.bind().and_then(|()| {
+            shared.check(
+                shared.driver.begin_capture(&stream.inner.raw, mode),
+                CallSite::op("capture_begin"),
+            )
+        });
+        let id = begun.and_then(|()| {
+            match shared.check(
+                shared.driver.capture_id(&stream.inner.raw),
+                CallSite::op("capture_begin"),
+            ) {
+                Ok(Some(id)) => Ok(id),
+                Ok(None) => {
+                    // Begun but not reported active: end it again so nothing stays capturing.
+                    let _ = shared.driver.end_capture(&stream.inner.raw);
+                    Err(GraphError::CaptureInvalidated {
+                        reason: "the driver reported no capture right after beginning one"
+                            .to_owned(),
+                    })
+                }
+                Err(e) => {
+                    let _ = shared.driver.end_capture(&stream.inner.raw);
+                    Err(e)
+                }
+            }
+        });
+        let id = match id {
+            Ok(id) => id,
+            Err(e) => {
+                entry.close();
+                shared.domain.rules.end(&entry.record);
+                shared.domain.capture_ended();
+                return Err(e);
+            }
+        };
+        entry.set_driver_id(id);
+        shared.captures().push(Arc::clone(&entry));
+        self.pool = Some(hold);
+        self.capture = Some(Capturing { entry, stream });
+        tracing::debug!(backend = shared.name(), graph = self.serial, %pool, %mode, "capture begun");
+        Ok(pool)
+    }
+
+    fn capture_end(&mut self) -> Result<usize> {
+        let Some(capturing) = self.capture.as_ref() else {
+            return Err(GraphError::NotCapturing);
+        };
+        // Both checks leave the capture running. The thread is checked here, before the
+        // driver: CUDA's `cuStreamEndCapture` from another thread fails *and terminates the
+        // capture*, while the API promises the capture goes on.
+        if self.shared.current.get() != capturing.stream {
+            return Err(GraphError::CaptureStreamMismatch);
+        }
+        capturing.entry.record.check_end()?;
+        let Some(capturing) = self.capture.take() else {
+            return Err(GraphError::NotCapturing);
+        };
+        let shared = Arc::clone(&self.shared);
+        let ended = shared.bind().and_then(|()| {
+            shared.check(
+                shared.driver.end_capture(&capturing.stream.inner.raw),
+                CallSite::op("capture_end"),
+            )
+        });
+        let invalidated = self.finish_capture(&capturing);
+        let graph = match (ended, invalidated) {
+            (_, Some(reason)) => return Err(GraphError::CaptureInvalidated { reason }),
+            (Err(GraphError::WrongThread), None) => {
+                // Only if the driver's idea of the thread differs from ours; the driver ended
+                // the capture, so it is over here too.
+                return Err(GraphError::CaptureInvalidated {
+                    reason: "the driver ended the capture as ended from the wrong thread"
+                        .to_owned(),
+                });
+            }
+            (Err(GraphError::UnsafeDuringCapture { operation, .. }), None) => {
+                return Err(GraphError::CaptureInvalidated { reason: operation });
+            }
+            (Err(e), None) => return Err(e),
+            (Ok(graph), None) => graph,
+        };
+        let count = shared.check(
+            shared.driver.node_count(&graph),
+            CallSite::op("capture_end"),
+        );
+        self.raw = Some(graph);
+        count
+    }
+
+    fn instantiate(&mut self) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
+        shared.bind()?;
+        let Some(raw) = self.raw.as_ref() else {
+            return Err(GraphError::RawGraphUnavailable);
+        };
+        // Relaxed: instantiating this graph while another graph captures (same thread, global
+        // mode) must not invalidate that capture.
+        let exec = shared.relaxed(|| {
+            shared.check(shared.driver.instantiate(raw), CallSite::op("instantiate"))
+        })?;
+        let exec = self.exec.insert(exec);
+        shared.current.with(|stream| {
+            // An upload on a capturing stream would join that capture; the first launch
+            // uploads instead.
+            if stream.inner.capture().is_none() {
+                shared.check(
+                    shared.driver.upload_exec(exec, &stream.inner.raw),
+                    CallSite::op("instantiate"),
+                )
+            } else {
+                Ok(())
+            }
+        })
+    }
+
+    fn replay(&mut self) -> Result<()> {
+        let shared = &self.shared;
+        shared.bind()?;
+        let Some(exec) = self.exec.as_ref() else {
+            return Err(GraphError::NotInstantiated);
+        };
+        shared.current.with(|stream| {
+            if stream.inner.capture().is_some() {
+                return Err(GraphError::Unsupported {
+                    what: "replaying a graph on a stream that is capturing (a child-graph node); \
+                           replay it on a stream that is not capturing"
+                        .to_owned(),
+                });
+            }
+            shared.check(
+                shared.driver.launch_exec(exec, &stream.inner.raw),
+                CallSite::op("replay"),
+            )
+        })?;
+        shared.host_panics.check()
+    }
+
+    fn drop_raw_graph(&mut self) {
+        if self.raw.is_some() {
+            let _ = self.shared.driver.bind();
+            self.raw = None;
+        }
+    }
+
+    fn reset(&mut self) {
+        if let Some(capturing) = self.capture.take() {
+            // Aborts the capture. Errors are ignored: the capture is discarded either way (the
+            // driver ends it even when it answers "wrong thread" to a reset from elsewhere).
+            let _ = self.shared.driver.bind();
+            let _ = self.shared.driver.end_capture(&capturing.stream.inner.raw);
+            self.finish_capture(&capturing);
+        }
+        self.drop_objects();
+        let kept = std::mem::take(&mut self.kept);
+        // Launches in flight may still call the host callbacks; the memory holds go now (a
+        // device free waits for the work using it, and a pool block only returns to its pool).
+        self.shared.retire_callbacks(kept.callbacks);
+        self.pool = None;
+    }
+
+    fn debug_dump(&self, path: &Path) -> Result<()> {
+        let Some(raw) = self.raw.as_ref() else {
+            return Err(GraphError::RawGraphUnavailable);
+        };
+        self.shared.bind()?;
+        match self.shared.driver.dot_dump(raw, path) {
+            Some(result) => self.shared.check(result, CallSite::op("debug_dump")),
+            None => write_topology_dot(self, path),
+        }
+    }
+
+    fn topology(&self) -> Result<GraphTopology> {
+        let Some(raw) = self.raw.as_ref() else {
+            return Err(GraphError::RawGraphUnavailable);
+        };
+        self.shared.bind()?;
+        self.shared
+            .check(self.shared.driver.topology(raw), CallSite::op("nodes"))
+    }
+
+    fn raw_graph(&self) -> Option<&D::Graph> {
+        self.raw.as_ref()
+    }
+
+    fn executable(&self) -> Option<&D::Exec> {
+        self.exec.as_ref()
+    }
+}
+
+impl<D: Driver> Drop for DriverGraph<D> {
+    fn drop(&mut self) {
+        // `Graph<_>` resets on drop already; this covers an implementation dropped on its own.
+        self.reset();
+    }
+}
+
+impl<D: Driver> std::fmt::Debug for DriverGraph<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverGraph")
+            .field("backend", &D::KIND)
+            .field("serial", &self.serial)
+            .field("capturing", &self.capture.is_some())
+            .field("raw", &self.raw.is_some())
+            .field("instantiated", &self.exec.is_some())
+            .field("held_blocks", &self.kept.blocks())
+            .finish()
+    }
+}

@@ -1,0 +1,62 @@
+//! # accel-graph-driver
+//!
+//! The driver layer of accel-graph: every backend is a small [`Driver`] — the device's own
+//! calls, one trait per concern (streams, events, memory, capture, graphs, ops), each in its
+//! own file of the backend — and the [`Backend`](accel_graph_api::Backend) is written once
+//! over it, here: [`DriverBackend`] and the graph implementation [`DriverGraph`].
+//!
+//! What is written once, so that every backend behaves the same by construction:
+//!
+//! * PyTorch's graph semantics (with the front object [`accel_graph_api::Graph`]);
+//! * graph memory pools ([`accel_graph_api::backend_kit::pools`]) and the **keep-alive of
+//!   captured memory**: every op issued on a capturing stream takes a hold on the blocks it
+//!   touches, so a buffer dropped after (or during) the capture stays allocated until its
+//!   graph is reset or dropped — a replay never touches freed memory;
+//! * CUDA's capture-mode rules for unsafe calls, per capture domain (the CUDA driver's global
+//!   mode spans the process), and the gate that keeps device frees out of captures;
+//! * the registry of captures in progress and the streams taking part in them;
+//! * host callbacks: the trampolines, their lifetime, and panics caught and reported;
+//! * the error table (a driver's failure → the [`GraphError`](accel_graph_api::GraphError)
+//!   variant the API promises);
+//! * `record_stream`, `empty_cache`, memory statistics and snapshots.
+//!
+//! [`software`] holds what drivers that emulate capture (the mock, wgpu) share: CUDA's
+//! stream-capture and fork/join rules over recorded commands.
+//!
+//! ## What is the caller's responsibility
+//!
+//! Work the backend does not issue itself — the user's own kernels or library calls on a
+//! stream's raw handle — cannot be tracked: the backend does not know which memory it
+//! touches, so it cannot keep it alive. Such work must only use memory that outlives every
+//! replay of the graph it is captured into. Likewise, streams must only take part in
+//! captures through the backend's API (`capture_begin`, `wait_event`): a stream forked into a
+//! capture through raw handles is not known to be capturing, so ops issued on it would not be
+//! kept alive. The backends mark the raw accessors that make this possible `unsafe`.
+#![deny(missing_docs)]
+
+mod allocator;
+pub mod api;
+mod backend;
+mod buffer;
+mod capture;
+mod domain;
+mod errors;
+mod event;
+mod graph;
+mod host;
+mod newtype;
+mod shared;
+pub mod software;
+mod stream;
+
+pub use allocator::DriverAllocator;
+pub use api::{Driver, DriverError, DriverResult};
+pub use backend::DriverBackend;
+pub use buffer::DriverBuffer;
+pub use event::DriverEvent;
+pub use graph::DriverGraph;
+pub use stream::DriverStream;
+
+/// The API crate, for the macros.
+#[doc(hidden)]
+pub use accel_graph_api as __api;

@@ -1,0 +1,118 @@
+//! `backend_newtype!`: a backend crate's own backend type over [`crate::DriverBackend`].
+
+/// Declares a backend type wrapping [`DriverBackend<Driver>`](crate::DriverBackend):
+/// `Clone`, `Debug`, [`Backend`](accel_graph_api::Backend) and
+/// [`PortableOps`](accel_graph_api::PortableOps) forwarded, `Deref` to the driver backend (for
+/// [`DriverBackend::driver`](crate::DriverBackend::driver) and the other generic extras), and
+/// `From` both ways. The crate then adds its constructors and extras in an inherent `impl`.
+///
+/// ```text
+/// // In a backend crate whose driver type is `MyDriver`:
+/// accel_graph_driver::backend_newtype! {
+///     /// My backend.
+///     pub struct MyBackend(MyDriver);
+/// }
+/// impl MyBackend {
+///     pub fn new() -> accel_graph_api::Result<Self> {
+///         Ok(MyBackend::from(DriverBackend::new(MyDriver::open()?)))
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! backend_newtype {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident($driver:ty);) => {
+        $(#[$meta])*
+        #[derive(Clone)]
+        $vis struct $name($crate::DriverBackend<$driver>);
+
+        impl ::std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                ::std::fmt::Debug::fmt(&self.0, f)
+            }
+        }
+
+        impl ::std::ops::Deref for $name {
+            type Target = $crate::DriverBackend<$driver>;
+            fn deref(&self) -> &Self::Target {
+                &self.0
+            }
+        }
+
+        impl ::std::convert::From<$crate::DriverBackend<$driver>> for $name {
+            fn from(inner: $crate::DriverBackend<$driver>) -> Self {
+                $name(inner)
+            }
+        }
+
+        impl ::std::convert::From<$name> for $crate::DriverBackend<$driver> {
+            fn from(outer: $name) -> Self {
+                outer.0
+            }
+        }
+
+        impl $crate::__api::PortableOps for $name {
+            type Buffer = $crate::DriverBuffer<$driver>;
+            #[inline]
+            fn launch(
+                &self,
+                op: $crate::__api::PortableOp<&Self::Buffer>,
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::PortableOps::launch(&self.0, op)
+            }
+        }
+
+        $crate::__forward_backend!($name, $driver);
+    };
+}
+
+/// The `Backend` forwarding of [`backend_newtype!`] (every required method; the provided ones
+/// keep their defaults).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __forward_backend {
+    ($name:ident, $driver:ty) => {
+        impl $crate::__api::Backend for $name {
+            type Stream = $crate::DriverStream<$driver>;
+            type Event = $crate::DriverEvent<$driver>;
+            type Graph = $crate::__api::Graph<$crate::DriverGraph<$driver>>;
+
+            $crate::__forward_backend!(@methods
+                fn kind(&self) -> $crate::__api::BackendKind;
+                fn instance_id(&self) -> u64;
+                fn capabilities(&self) -> $crate::__api::Capabilities;
+                fn instance_cache(&self) -> &$crate::__api::InstanceCache;
+                fn default_stream(&self) -> Self::Stream;
+                fn new_stream(&self) -> $crate::__api::Result<Self::Stream>;
+                fn current_stream(&self) -> Self::Stream;
+                fn set_current_stream(&self, stream: &Self::Stream) -> $crate::__api::Result<Self::Stream>;
+                fn synchronize(&self) -> $crate::__api::Result<()>;
+                fn stream_synchronize(&self, stream: &Self::Stream) -> $crate::__api::Result<()>;
+                fn is_capturing(&self, stream: &Self::Stream) -> $crate::__api::Result<bool>;
+                fn new_event_with(&self, options: $crate::__api::EventOptions) -> $crate::__api::Result<Self::Event>;
+                fn record_event(&self, event: &Self::Event) -> $crate::__api::Result<()>;
+                fn wait_event(&self, event: &Self::Event) -> $crate::__api::Result<()>;
+                fn event_synchronize(&self, event: &Self::Event) -> $crate::__api::Result<()>;
+                fn event_query(&self, event: &Self::Event) -> $crate::__api::Result<bool>;
+                fn elapsed_time(&self, start: &Self::Event, end: &Self::Event) -> $crate::__api::Result<f32>;
+                fn alloc(&self, len: usize) -> $crate::__api::Result<Self::Buffer>;
+                fn upload(&self, dst: &Self::Buffer, src: &[f32]) -> $crate::__api::Result<()>;
+                fn download(&self, src: &Self::Buffer) -> $crate::__api::Result<Vec<f32>>;
+                fn record_stream(&self, buffer: &Self::Buffer, stream: &Self::Stream) -> $crate::__api::Result<()>;
+                fn memory_stats(&self) -> $crate::__api::MemoryStats;
+                fn memory_snapshot(&self) -> Vec<$crate::__api::BlockInfo>;
+                fn empty_cache(&self) -> $crate::__api::Result<()>;
+                fn host_callback(&self, f: $crate::__api::HostCallback) -> $crate::__api::Result<()>;
+                fn graph(&self, options: $crate::__api::GraphOptions) -> $crate::__api::Result<Self::Graph>;
+                fn graph_pool_handle(&self) -> $crate::__api::PoolId;
+            );
+        }
+    };
+    (@methods $(fn $method:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
+        $(
+            #[inline]
+            fn $method(&self $(, $arg: $ty)*) -> $ret {
+                $crate::__api::Backend::$method(&self.0 $(, $arg)*)
+            }
+        )*
+    };
+}

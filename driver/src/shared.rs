@@ -1,0 +1,248 @@
+//! `Shared`: the state a backend instance's clones, buffers and graphs share.
+
+use std::sync::{
+    Arc, Mutex, MutexGuard,
+    atomic::{AtomicU64, Ordering},
+};
+
+use accel_graph_api::{
+    BackendKind, Capabilities, CaptureErrorMode, GraphError, InstanceCache, Result,
+    backend_kit::{CurrentStream, pools::{MemoryPools, OwnedAllocation}},
+};
+
+use crate::{
+    Driver, DriverStream,
+    allocator::DriverAllocator,
+    api::{DriverError, DriverResult},
+    capture::CaptureEntry,
+    domain::Domain,
+    errors::{CallSite, to_graph_error},
+    host::{HostCall, HostPanics},
+};
+
+/// Process-wide counter of backend instances (the low bits of `instance_id`).
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+/// Memory dropped while streams recorded with `record_stream` may still use it.
+struct PendingFree<D: Driver> {
+    memory: OwnedAllocation<DriverAllocator<D>>,
+    /// Streams whose progress past the drop is not recorded yet (they were capturing).
+    unrecorded: Vec<DriverStream<D>>,
+    /// Events recorded on the streams at the drop: the memory goes when all completed.
+    events: Vec<D::Event>,
+}
+
+/// One backend instance.
+pub(crate) struct Shared<D: Driver> {
+    pub(crate) driver: Arc<D>,
+    pub(crate) id: u64,
+    pub(crate) capabilities: Capabilities,
+    pub(crate) domain: Arc<Domain>,
+    pub(crate) pools: Arc<MemoryPools<DriverAllocator<D>>>,
+    pub(crate) current: CurrentStream<DriverStream<D>>,
+    pub(crate) cache: InstanceCache,
+    /// Captures in progress, so a stream that joins one by an event wait finds it.
+    pub(crate) captures: Mutex<Vec<Arc<CaptureEntry<D>>>>,
+    pub(crate) host_panics: Arc<HostPanics>,
+    /// Host callbacks of reset graphs: a launch in flight may still call them, so they go at
+    /// the next device synchronization. Boxed: host nodes point at them.
+    #[allow(clippy::vec_box)]
+    retired: Mutex<Vec<Box<HostCall>>>,
+    pending_frees: Mutex<Vec<PendingFree<D>>>,
+    next_graph: AtomicU64,
+}
+
+fn kind_tag(kind: BackendKind) -> u64 {
+    let tag: u64 = match kind {
+        BackendKind::Mock => 0x4d,
+        BackendKind::Cuda => 0x43,
+        BackendKind::Hip => 0x48,
+        BackendKind::Wgpu => 0x57,
+    };
+    tag << 56
+}
+
+impl<D: Driver> Shared<D> {
+    pub(crate) fn new(driver: D) -> Self {
+        let driver = Arc::new(driver);
+        let id = kind_tag(D::KIND) | NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
+        let domain = Domain::get(D::KIND, driver.capture_domain());
+        let default_stream = DriverStream::new(&*driver, driver.default_stream(), id);
+        Shared {
+            capabilities: driver.capabilities(),
+            pools: MemoryPools::new(DriverAllocator::new(
+                Arc::clone(&driver),
+                Arc::clone(&domain),
+            )),
+            current: CurrentStream::new(default_stream),
+            driver,
+            id,
+            domain,
+            cache: InstanceCache::default(),
+            captures: Mutex::new(Vec::new()),
+            host_panics: Arc::new(HostPanics::default()),
+            retired: Mutex::new(Vec::new()),
+            pending_frees: Mutex::new(Vec::new()),
+            next_graph: AtomicU64::new(1),
+        }
+    }
+
+    /// The backend's name in errors.
+    pub(crate) fn name(&self) -> &'static str {
+        D::KIND.name()
+    }
+
+    /// Maps a driver error of the call at `site`.
+    pub(crate) fn error(&self, error: DriverError, site: CallSite<'_>) -> GraphError {
+        to_graph_error(error, site, &self.domain.rules, self.name())
+    }
+
+    /// `result` with its error mapped for the call at `site`.
+    pub(crate) fn check<T>(&self, result: DriverResult<T>, site: CallSite<'_>) -> Result<T> {
+        result.map_err(|e| self.error(e, site))
+    }
+
+    /// Binds the driver on this thread.
+    #[inline]
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.check(self.driver.bind(), CallSite::op("bind"))
+    }
+
+    /// A serial number for a new graph (names its host nodes in messages).
+    pub(crate) fn next_graph(&self) -> u64 {
+        self.next_graph.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Runs `f` with the calling thread's capture mode relaxed, as PyTorch's caching allocator
+    /// does around allocations into a graph's pool: work that is no stream work (a pool
+    /// allocation, an instantiation) must neither be refused by nor disturb a capture.
+    pub(crate) fn relaxed<T>(&self, f: impl FnOnce() -> T) -> T {
+        match self.driver.exchange_capture_mode(CaptureErrorMode::Relaxed) {
+            Ok(previous) => {
+                let out = f();
+                if let Err(e) = self.driver.exchange_capture_mode(previous) {
+                    tracing::warn!(backend = self.name(), error = %e, "could not restore the capture mode");
+                }
+                out
+            }
+            Err(_) => f(),
+        }
+    }
+
+    pub(crate) fn captures(&self) -> MutexGuard<'_, Vec<Arc<CaptureEntry<D>>>> {
+        self.captures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Host callbacks of a reset graph: dropped once no launch can call them any more — now,
+    /// after a device synchronization, unless a capture runs (which a synchronization would
+    /// break); then at the next synchronization.
+    #[allow(clippy::vec_box)]
+    pub(crate) fn retire_callbacks(&self, callbacks: Vec<Box<HostCall>>) {
+        if callbacks.is_empty() {
+            return;
+        }
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        retired.extend(callbacks);
+        if !self.domain.capture_active()
+            && self.driver.bind().is_ok()
+            && self.driver.synchronize().is_ok()
+        {
+            retired.clear();
+        }
+    }
+
+    /// After a device synchronization: every launch has finished.
+    pub(crate) fn after_synchronize(&self) {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.poll_pending_frees();
+    }
+
+    /// Memory whose buffer was dropped while `streams` may still use it: freed once each
+    /// stream has passed this point.
+    pub(crate) fn free_after(
+        &self,
+        memory: OwnedAllocation<DriverAllocator<D>>,
+        streams: Vec<DriverStream<D>>,
+    ) {
+        self.pending_frees
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(PendingFree {
+                memory,
+                unrecorded: streams,
+                events: Vec::new(),
+            });
+        self.poll_pending_frees();
+    }
+
+    /// Records the drop point on streams that stopped capturing, and frees the memory whose
+    /// streams all passed it.
+    pub(crate) fn poll_pending_frees(&self) {
+        let done: Vec<PendingFree<D>> = {
+            let mut pending = self.pending_frees.lock().unwrap_or_else(|e| e.into_inner());
+            if pending.is_empty() {
+                return;
+            }
+            for p in pending.iter_mut() {
+                let mut still = Vec::new();
+                for stream in p.unrecorded.drain(..) {
+                    // Inside a capture the point is the capture's end: record once it ended.
+                    if stream.inner.capture().is_some() {
+                        still.push(stream);
+                        continue;
+                    }
+                    let recorded = self
+                        .driver
+                        .create_event(accel_graph_api::EventOptions::new())
+                        .and_then(|event| {
+                            self.driver
+                                .record_event(&event, &stream.inner.raw)
+                                .map(|()| event)
+                        });
+                    match recorded {
+                        Ok(event) => p.events.push(event),
+                        // The stream cannot take an event (a broken device): nothing can be
+                        // ordered after it, so wait for the device instead.
+                        Err(_) => still.push(stream),
+                    }
+                }
+                p.unrecorded = still;
+            }
+            let (done, waiting): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut *pending).into_iter().partition(|p| {
+                    p.unrecorded.is_empty()
+                        && p.events
+                            .iter()
+                            .all(|e| self.driver.event_query(e).unwrap_or(true))
+                });
+            *pending = waiting;
+            done
+        };
+        // Freed outside the lock: a free may reach the driver.
+        drop(done);
+    }
+
+    /// Bytes held by pending frees (reported as reserved).
+    pub(crate) fn pending_free_bytes(&self) -> usize {
+        self.pending_frees
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .fold(0usize, |sum, p| sum.saturating_add(p.memory.get().bytes()))
+    }
+}
+
+impl<D: Driver> Drop for Shared<D> {
+    fn drop(&mut self) {
+        let retired = self.retired.get_mut().unwrap_or_else(|e| e.into_inner());
+        let pending = self.pending_frees.get_mut().unwrap_or_else(|e| e.into_inner());
+        if !retired.is_empty() || !pending.is_empty() {
+            // Queued host nodes may still call retired callbacks, and streams may still use
+            // pending memory: wait for the device before both go.
+            let _ = self.driver.bind().and_then(|()| self.driver.synchronize());
+        }
+    }
+}

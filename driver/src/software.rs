@@ -1,0 +1,325 @@
+//! Stream capture in software, for drivers whose device has no graphs of its own (the mock,
+//! wgpu): CUDA's stream-capture rules over recorded commands, written once.
+//!
+//! A capture records the commands issued on its streams as nodes whose dependencies are the
+//! issuing stream's *frontier* (its last nodes), so fork/join through events gives a real
+//! dependency graph, as CUDA's stream capture does:
+//!
+//! * recording an event on a capturing stream marks that stream's frontier; waiting on it from
+//!   another stream *forks* that stream into the capture, its next work depending on the
+//!   marked nodes; waiting on it from a capturing stream *joins* them;
+//! * waiting from a capturing stream on an event recorded outside the capture is
+//!   `CUDA_ERROR_STREAM_CAPTURE_ISOLATION` and invalidates the capture; waiting outside a
+//!   capture on an event recorded inside one is the same error; waiting on an event of another
+//!   capture is `CUDA_ERROR_STREAM_CAPTURE_MERGE` and invalidates the waiting capture;
+//! * beginning a capture on a stream that takes part in one is `CUDA_ERROR_ILLEGAL_STATE`;
+//! * ending a capture whose forked work was not joined back into the origin stream is
+//!   `CUDA_ERROR_STREAM_CAPTURE_UNJOINED`; work recorded into an invalidated capture is
+//!   `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`.
+
+use std::{
+    collections::HashMap,
+    sync::{Mutex, MutexGuard},
+};
+
+use accel_graph_api::backend_kit::EmulatedCudaError;
+
+use crate::{DriverError, DriverResult};
+
+/// A recorded command and the nodes it runs after (all recorded before it).
+#[derive(Debug, Clone)]
+pub struct Node<C> {
+    /// The command.
+    pub command: C,
+    /// Indices of the nodes it depends on.
+    pub deps: Vec<usize>,
+}
+
+/// What an event's last record marked.
+#[derive(Debug, Clone, Default)]
+pub enum EventMark<E> {
+    /// Never recorded: waiting on it is a no-op, as in CUDA.
+    #[default]
+    Unrecorded,
+    /// Recorded outside any capture, at the driver's point `E` (a submission, a tick).
+    Eager(E),
+    /// Recorded on a stream of capture `capture`, after `nodes`.
+    Captured {
+        /// The capture.
+        capture: u64,
+        /// The recording stream's frontier.
+        nodes: Vec<usize>,
+    },
+}
+
+struct Capture<C> {
+    origin: u64,
+    nodes: Vec<Node<C>>,
+    /// Per member stream: the nodes its next command depends on.
+    frontiers: HashMap<u64, Vec<usize>>,
+    invalid: Option<String>,
+}
+
+struct State<C> {
+    captures: HashMap<u64, Capture<C>>,
+    /// Which capture each capturing stream takes part in.
+    membership: HashMap<u64, u64>,
+    next_id: u64,
+}
+
+/// The captures in progress of one software device. Streams are named by their driver keys.
+pub struct SoftwareCapture<C> {
+    state: Mutex<State<C>>,
+}
+
+impl<C> Default for SoftwareCapture<C> {
+    fn default() -> Self {
+        SoftwareCapture {
+            state: Mutex::new(State {
+                captures: HashMap::new(),
+                membership: HashMap::new(),
+                next_id: 1,
+            }),
+        }
+    }
+}
+
+fn error(kind: EmulatedCudaError, message: impl Into<String>) -> DriverError {
+    DriverError::emulated(kind, message)
+}
+
+impl<C> SoftwareCapture<C> {
+    fn lock(&self) -> MutexGuard<'_, State<C>> {
+        // Every update is a few map operations that cannot panic half-way.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Begins a capture on `stream`.
+    pub fn begin(&self, stream: u64) -> DriverResult<()> {
+        let mut state = self.lock();
+        if state.membership.contains_key(&stream) {
+            return Err(error(
+                EmulatedCudaError::IllegalState,
+                format!("stream {stream:#x} takes part in a capture already"),
+            ));
+        }
+        let id = state.next_id;
+        state.next_id = state.next_id.saturating_add(1);
+        state.captures.insert(
+            id,
+            Capture {
+                origin: stream,
+                nodes: Vec::new(),
+                frontiers: HashMap::from([(stream, Vec::new())]),
+                invalid: None,
+            },
+        );
+        state.membership.insert(stream, id);
+        Ok(())
+    }
+
+    /// The capture `stream` takes part in.
+    pub fn capture_id(&self, stream: u64) -> Option<u64> {
+        self.lock().membership.get(&stream).copied()
+    }
+
+    /// True while any capture is in progress.
+    pub fn any_active(&self) -> bool {
+        !self.lock().captures.is_empty()
+    }
+
+    /// Invalidates every capture in progress (what a device-wide conflict does), keeping the
+    /// first reason of each.
+    pub fn invalidate_all(&self, reason: &str) {
+        for capture in self.lock().captures.values_mut() {
+            capture.invalid.get_or_insert_with(|| reason.to_owned());
+        }
+    }
+
+    /// Records `command` if `stream` is capturing (`Ok(None)`), else hands it back to be run
+    /// now (`Ok(Some(command))`). Recording into an invalidated capture fails.
+    pub fn record(&self, stream: u64, command: C) -> DriverResult<Option<C>> {
+        let mut state = self.lock();
+        let State {
+            captures,
+            membership,
+            ..
+        } = &mut *state;
+        let Some(capture) = membership.get(&stream).and_then(|id| captures.get_mut(id)) else {
+            return Ok(Some(command));
+        };
+        if let Some(reason) = &capture.invalid {
+            return Err(error(EmulatedCudaError::CaptureInvalidated, reason.clone()));
+        }
+        let id = capture.nodes.len();
+        let deps = std::mem::replace(
+            capture.frontiers.entry(stream).or_default(),
+            vec![id],
+        );
+        capture.nodes.push(Node { command, deps });
+        Ok(None)
+    }
+
+    /// What recording an event on `stream` marks: the stream's frontier if it is capturing,
+    /// else `None` (the driver marks its own eager point).
+    pub fn record_event<E>(&self, stream: u64) -> DriverResult<Option<EventMark<E>>> {
+        let mut state = self.lock();
+        let State {
+            captures,
+            membership,
+            ..
+        } = &mut *state;
+        let Some(&id) = membership.get(&stream) else {
+            return Ok(None);
+        };
+        let Some(capture) = captures.get_mut(&id) else {
+            return Ok(None);
+        };
+        if let Some(reason) = &capture.invalid {
+            return Err(error(EmulatedCudaError::CaptureInvalidated, reason.clone()));
+        }
+        let nodes = capture.frontiers.entry(stream).or_default().clone();
+        Ok(Some(EventMark::Captured { capture: id, nodes }))
+    }
+
+    /// Makes `stream` wait for `mark`: CUDA's fork/join rules (see the module documentation).
+    /// `Ok(())` for eager marks on a stream that is not capturing: ordering those is the
+    /// driver's business.
+    pub fn wait_event<E>(&self, stream: u64, is_default: bool, mark: &EventMark<E>) -> DriverResult<()> {
+        let mut state = self.lock();
+        let State {
+            captures,
+            membership,
+            ..
+        } = &mut *state;
+        let waiting_in = membership.get(&stream).copied();
+        match (mark, waiting_in) {
+            (EventMark::Unrecorded, _) | (EventMark::Eager(_), None) => Ok(()),
+            (EventMark::Eager(_), Some(own)) => {
+                let capture = captures.get_mut(&own);
+                if let Some(reason) = capture.as_ref().and_then(|c| c.invalid.clone()) {
+                    return Err(error(EmulatedCudaError::CaptureInvalidated, reason));
+                }
+                let message = "a capturing stream waited on an event recorded outside the capture";
+                if let Some(c) = capture {
+                    c.invalid.get_or_insert_with(|| message.to_owned());
+                }
+                Err(error(EmulatedCudaError::CaptureIsolation, message))
+            }
+            (EventMark::Captured { capture, nodes }, None) => {
+                let Some(c) = captures.get_mut(capture) else {
+                    return Err(error(
+                        EmulatedCudaError::CaptureIsolation,
+                        "waited outside capture on an event recorded inside a capture",
+                    ));
+                };
+                if is_default {
+                    // The default stream never takes part in a capture, so to it the event
+                    // lies out of reach, as for an ended capture; the capture is untouched.
+                    return Err(error(
+                        EmulatedCudaError::CaptureIsolation,
+                        "the default stream waited on an event recorded in a capture (the \
+                         default stream cannot join a capture)",
+                    ));
+                }
+                if let Some(reason) = &c.invalid {
+                    return Err(error(EmulatedCudaError::CaptureInvalidated, reason.clone()));
+                }
+                // Fork: the stream joins the capture, after the event's nodes.
+                c.frontiers.insert(stream, nodes.clone());
+                membership.insert(stream, *capture);
+                Ok(())
+            }
+            (EventMark::Captured { capture, nodes }, Some(own)) => {
+                let Some(c) = captures.get_mut(&own) else {
+                    return Ok(());
+                };
+                if let Some(reason) = &c.invalid {
+                    return Err(error(EmulatedCudaError::CaptureInvalidated, reason.clone()));
+                }
+                if *capture != own {
+                    let message =
+                        "a capturing stream waited on an event recorded in another capture";
+                    c.invalid.get_or_insert_with(|| message.to_owned());
+                    return Err(error(EmulatedCudaError::CaptureMerge, message));
+                }
+                // Join: the stream's next work also depends on the event's nodes.
+                let frontier = c.frontiers.entry(stream).or_default();
+                for &n in nodes {
+                    if !frontier.contains(&n) {
+                        frontier.push(n);
+                    }
+                }
+                frontier.sort_unstable();
+                Ok(())
+            }
+        }
+    }
+
+    /// Invalidates the capture `stream` takes part in (a forbidden call on it), keeping the
+    /// first reason.
+    pub fn invalidate_stream(&self, stream: u64, reason: &str) {
+        let mut state = self.lock();
+        let State {
+            captures,
+            membership,
+            ..
+        } = &mut *state;
+        if let Some(c) = membership.get(&stream).and_then(|id| captures.get_mut(id)) {
+            c.invalid.get_or_insert_with(|| reason.to_owned());
+        }
+    }
+
+    /// Ends the capture that began on `stream`; every stream of it stops capturing whatever
+    /// the outcome. Returns the recorded nodes in recording order (a topological order).
+    pub fn end(&self, stream: u64) -> DriverResult<Vec<Node<C>>> {
+        let mut state = self.lock();
+        let Some(id) = state.membership.get(&stream).copied() else {
+            return Err(error(
+                EmulatedCudaError::IllegalState,
+                format!("stream {stream:#x} is not capturing"),
+            ));
+        };
+        if state.captures.get(&id).is_some_and(|c| c.origin != stream) {
+            return Err(error(
+                EmulatedCudaError::IllegalState,
+                "a capture must end on the stream it began on",
+            ));
+        }
+        let Some(capture) = state.captures.remove(&id) else {
+            return Err(error(EmulatedCudaError::IllegalState, "no such capture"));
+        };
+        state.membership.retain(|_, c| *c != id);
+        drop(state);
+        if let Some(reason) = capture.invalid {
+            return Err(error(EmulatedCudaError::CaptureInvalidated, reason));
+        }
+        // Unjoined: some node that nothing depends on is not among the origin's last nodes.
+        let origin_tail = capture
+            .frontiers
+            .get(&capture.origin)
+            .cloned()
+            .unwrap_or_default();
+        let mut joined = vec![false; capture.nodes.len()];
+        for &d in capture.nodes.iter().flat_map(|n| &n.deps).chain(&origin_tail) {
+            if let Some(j) = joined.get_mut(d) {
+                *j = true;
+            }
+        }
+        if joined.iter().any(|&j| !j) {
+            return Err(error(
+                EmulatedCudaError::CaptureUnjoined,
+                "work forked onto another stream was not joined back",
+            ));
+        }
+        Ok(capture.nodes)
+    }
+}
+
+/// The error for a blocking wait on an event recorded in a capture (it stands for no work).
+pub fn captured_event_error() -> DriverError {
+    error(
+        EmulatedCudaError::CapturedEvent,
+        "event_synchronize on an event recorded in a capture",
+    )
+}
