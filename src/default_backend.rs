@@ -40,7 +40,7 @@ pub fn default_backend() -> Result<DefaultBackend> {
     #[cfg(all(not(feature = "cuda"), feature = "hip"))]
     return accel_graph_hip::HipBackend::new(0);
     #[cfg(all(not(feature = "cuda"), not(feature = "hip"), feature = "wgpu"))]
-    return accel_graph_wgpu::WgpuBackend::new();
+    return accel_graph_wgpu::WgpuBackend::new(0);
     #[cfg(all(
         not(feature = "cuda"),
         not(feature = "hip"),

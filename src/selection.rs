@@ -21,11 +21,17 @@ pub const BACKEND_ENV: &str = "ACCEL_GRAPH_BACKEND";
 
 impl BackendChoice {
     /// Reads `ACCEL_GRAPH_BACKEND` (`auto`, `mock`, `cuda`, `hip`, `wgpu`); `fallback` when it
-    /// is unset or empty.
+    /// is unset or empty. A value that is not valid Unicode is an error naming the variable
+    /// ([`GraphError::InvalidEnvironment`]), an unknown name is [`GraphError::UnknownBackend`]:
+    /// neither falls back silently.
     pub fn from_env(fallback: BackendChoice) -> Result<Self> {
         match std::env::var(BACKEND_ENV) {
             Ok(v) if !v.trim().is_empty() => v.parse(),
-            _ => Ok(fallback),
+            Ok(_) | Err(std::env::VarError::NotPresent) => Ok(fallback),
+            Err(std::env::VarError::NotUnicode(value)) => Err(GraphError::InvalidEnvironment {
+                name: BACKEND_ENV,
+                value: value.to_string_lossy().into_owned(),
+            }),
         }
     }
 }
@@ -142,7 +148,7 @@ fn run_on_kind<J: BackendJob>(
         #[cfg(feature = "hip")]
         BackendKind::Hip => go(accel_graph_hip::HipBackend::new(0), job),
         #[cfg(feature = "wgpu")]
-        BackendKind::Wgpu => go(accel_graph_wgpu::WgpuBackend::new(), job),
+        BackendKind::Wgpu => go(accel_graph_wgpu::WgpuBackend::new(0), job),
         #[allow(unreachable_patterns)]
         other => Err((
             GraphError::BackendUnavailable {

@@ -4,8 +4,8 @@
 use std::{fmt, marker::PhantomData, sync::Arc};
 
 use crate::{
-    AcceleratorGraph, BlockInfo, Capabilities, CaptureExt, GraphError, GraphOptions,
-    InstanceCache, MemoryStats, PoolId, PortableOps, Result,
+    AcceleratorGraph, BlockInfo, Capabilities, CaptureExt, GraphError, GraphOptions, InstanceCache,
+    MemoryStats, PoolId, PortableOps, Result,
 };
 
 /// Which backend a value belongs to.
@@ -168,11 +168,11 @@ impl EventOptions {
 /// ```
 pub trait Backend: PortableOps + Clone + Send + Sync + fmt::Debug + 'static {
     /// A stream handle (cheap to clone; clones name the same stream).
-    type Stream: Clone + Send + Sync + PartialEq + fmt::Debug;
+    type Stream: Clone + Send + Sync + PartialEq + fmt::Debug + 'static;
     /// An event, for ordering work across streams (fork/join) and timing.
-    type Event: Send + Sync + fmt::Debug;
+    type Event: Send + Sync + fmt::Debug + 'static;
     /// The backend's graph type.
-    type Graph: AcceleratorGraph + fmt::Debug;
+    type Graph: AcceleratorGraph + fmt::Debug + 'static;
 
     /// Which backend this is.
     fn kind(&self) -> BackendKind;

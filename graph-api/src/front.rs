@@ -122,9 +122,10 @@ impl<I: GraphImpl> AcceleratorGraph for Graph<I> {
             GraphState::Capturing => return Err(GraphError::AlreadyCapturing),
             GraphState::Captured | GraphState::Ready => return Err(GraphError::AlreadyCaptured),
         }
-        let pool = self
-            .imp
-            .capture_begin(self.options.pool, self.options.capture_error_mode.resolved())?;
+        let pool = self.imp.capture_begin(
+            self.options.pool,
+            self.options.capture_error_mode.resolved(),
+        )?;
         self.pool = Some(pool);
         self.state = GraphState::Capturing;
         Ok(())

@@ -187,7 +187,7 @@ impl<T: Copy> PortableOp<T> {
 /// ```
 pub trait PortableOps {
     /// The backend's device buffer of `f32`.
-    type Buffer: DeviceBuffer;
+    type Buffer: DeviceBuffer + 'static;
 
     /// Issues `op` on the current stream. Errors: a buffer of another backend instance
     /// ([`GraphError::ForeignObject`]), operands of unequal lengths

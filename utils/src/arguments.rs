@@ -2,7 +2,7 @@
 //! messages: a graph reads fixed buffers of fixed lengths, so anything else is an error rather
 //! than silent garbage.
 
-use crate::{DeviceBuffer, GraphError, Result};
+use accel_graph_api::{DeviceBuffer, GraphError, Result};
 
 /// PyTorch's rule for graphed callables, quoted in every arity or length error.
 const SAME_FORMAT: &str = "you must pass its arguments in the same order and format they \

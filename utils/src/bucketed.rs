@@ -8,20 +8,23 @@
 //! smaller graphs reuse its memory.
 //!
 //! Shapes here are lengths: input `i` of a batch of `n` rows has `n * widths[i]` elements.
+//! Every such size is computed with checked arithmetic: a size that overflows is an error,
+//! never a wrapped length.
+#![deny(clippy::arithmetic_side_effects)]
 
 use std::collections::BTreeMap;
 
-use crate::{
+use accel_graph_api::{
     AcceleratorGraph, Backend, CaptureErrorMode, CaptureExt, DeviceBuffer, GraphError,
     GraphOptions, PoolId, Result,
 };
 
-use super::{capture_sizes::CaptureSizes, mode::GraphCallable, outputs::Outputs};
+use crate::{callable::Callable, capture_sizes::CaptureSizes, outputs::Outputs};
 
 /// How a [`BucketedGraphCache`] captures and pads.
 ///
 /// ```
-/// use accel_graph_api::utils::BucketedCacheOptions;
+/// use accel_graph_utils::BucketedCacheOptions;
 /// let opts = BucketedCacheOptions::new().pad_value(-1.0).warmup_iters(0);
 /// assert_eq!((opts.pad_value, opts.warmup_iters), (-1.0, 0));
 /// ```
@@ -151,9 +154,12 @@ impl<B: Backend> BucketRun<'_, B> {
     /// Elements of output `i` that belong to the batch (the padding rows cut off).
     pub fn valid_len(&self, i: usize) -> usize {
         let rows = self.bucket.unwrap_or(self.batch);
-        self.outputs
-            .get(i)
-            .map_or(0, |o| o.len() / rows * self.batch)
+        self.outputs.get(i).map_or(0, |o| {
+            o.len()
+                .checked_div(rows)
+                .unwrap_or(0)
+                .saturating_mul(self.batch)
+        })
     }
 
     /// Downloads output `i` without its padding rows. Errors with
@@ -175,13 +181,14 @@ impl<B: Backend> BucketRun<'_, B> {
 ///
 /// The callable gets inputs of `bucket * widths[i]` elements and must return outputs whose
 /// lengths are whole multiples of the batch size (rows), so padding rows can be cut off.
-/// The callable's [`Mode`](super::Mode) is not consulted: inference runs one mode.
+/// The callable's [`ModuleMode`](crate::ModuleMode) is not consulted: inference runs one mode.
 ///
 /// ```
-/// use accel_graph_api::{Backend, utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes}};
+/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes};
 /// use accel_graph_mock::MockBackend;
 ///
-/// type Buf = <MockBackend as Backend>::Buffer;
+/// type Buf = accel_graph_mock::MockBuffer;
 /// let backend = MockBackend::new();
 /// let model = |b: &MockBackend, x: &[&Buf]| {
 ///     let y = b.alloc(x[0].len())?;
@@ -230,7 +237,7 @@ impl<B: Backend, C> std::fmt::Debug for BucketedGraphCache<B, C> {
     }
 }
 
-impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
+impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
     /// A cache for `callable` over the buckets `sizes`; input `i` has `widths[i]` elements per
     /// row. Nothing is captured yet (see [`BucketedGraphCache::capture_all`]).
     ///
@@ -265,10 +272,10 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
 
     /// Captures every bucket not captured yet, largest first; returns how many were captured.
     pub fn capture_all(&mut self) -> Result<usize> {
-        let mut captured = 0;
+        let mut captured = 0usize;
         let sizes = self.sizes.clone();
         for &size in sizes.as_slice().iter().rev() {
-            captured += usize::from(self.ensure_captured(size)?);
+            captured = captured.saturating_add(usize::from(self.ensure_captured(size)?));
         }
         Ok(captured)
     }
@@ -305,9 +312,15 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
         };
         let fresh = self.ensure_captured(bucket)?;
         if bucket == batch {
+            if inputs
+                .iter()
+                .any(|b| b.instance_id() != self.backend.instance_id())
+            {
+                return Err(GraphError::ForeignObject { what: "buffer" });
+            }
             let statics = &self.graphs[&bucket].inputs;
             for (dst, src) in statics.iter().zip(inputs) {
-                if dst.device_address() != src.device_address() {
+                if !dst.same_memory(src) {
                     self.backend.copy(dst, src)?;
                 }
             }
@@ -333,13 +346,13 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
         }
         let mut batch = None;
         for (i, (len, &width)) in lens.zip(&self.widths).enumerate() {
-            if len % width != 0 {
+            if len.checked_rem(width) != Some(0) {
                 return Err(GraphError::ArgumentMismatch(format!(
                     "bucketed graph cache: input {i} has {len} elements, not a whole number \
                      of rows of {width}"
                 )));
             }
-            let rows = len / width;
+            let rows = len.checked_div(width).unwrap_or(0);
             match batch {
                 None => batch = Some(rows),
                 Some(b) if b != rows => {
@@ -361,8 +374,8 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
     fn eager(&mut self, batch: usize, inputs: &[&B::Buffer]) -> Result<BucketRun<'_, B>> {
         let outputs = self.callable.call(&self.backend, inputs)?;
         check_rows(&outputs, batch)?;
-        self.stats.runs += 1;
-        self.stats.eager_fallbacks += 1;
+        self.stats.runs = self.stats.runs.saturating_add(1);
+        self.stats.eager_fallbacks = self.stats.eager_fallbacks.saturating_add(1);
         Ok(BucketRun {
             backend: &self.backend,
             outputs: Outputs::Eager(outputs),
@@ -384,13 +397,16 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
             } else {
                 self.staging.clear();
                 self.staging.extend_from_slice(data);
-                self.staging.resize(bucket * width, self.options.pad_value);
+                self.staging
+                    .resize(elements(bucket, width)?, self.options.pad_value);
                 self.backend.upload(dst, &self.staging)?;
-                self.stats.padded_elements += ((bucket - batch) * width) as u64;
+                let padding = elements(bucket.saturating_sub(batch), width)?;
+                self.stats.padded_elements =
+                    self.stats.padded_elements.saturating_add(padding as u64);
             }
         }
         if bucket != batch {
-            self.stats.pads += 1;
+            self.stats.pads = self.stats.pads.saturating_add(1);
         }
         Ok(())
     }
@@ -403,9 +419,9 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
                 operation: "replay",
             })?;
         entry.graph.replay()?;
-        self.stats.runs += 1;
+        self.stats.runs = self.stats.runs.saturating_add(1);
         if !fresh {
-            self.stats.hits += 1;
+            self.stats.hits = self.stats.hits.saturating_add(1);
         }
         Ok(BucketRun {
             backend: &self.backend,
@@ -425,7 +441,7 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
             .widths
             .iter()
             .map(|&width| {
-                let buffer = backend.alloc(bucket * width)?;
+                let buffer = backend.alloc(elements(bucket, width)?)?;
                 backend.fill(&buffer, self.options.pad_value)?;
                 Ok(buffer)
             })
@@ -434,7 +450,7 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
 
         backend.synchronize()?;
         {
-            let _current = backend.use_stream(&self.warmup_stream);
+            let _current = backend.use_stream(&self.warmup_stream)?;
             for _ in 0..self.options.warmup_iters {
                 drop(self.callable.call(backend, &refs)?);
             }
@@ -447,8 +463,8 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
         let mut graph = backend.graph(options)?;
         let callable = &mut self.callable;
         let outputs = {
-            let _current = backend.use_stream(&self.capture_stream);
-            graph.try_capture(|| callable.call(backend, &refs))?
+            let _current = backend.use_stream(&self.capture_stream)?;
+            graph.capture(|| callable.call(backend, &refs))?
         };
         check_rows(&outputs, bucket)?;
         drop(refs);
@@ -460,7 +476,7 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
                 outputs,
             },
         );
-        self.stats.captures += 1;
+        self.stats.captures = self.stats.captures.saturating_add(1);
         Ok(true)
     }
 
@@ -501,9 +517,21 @@ impl<B: Backend, C: GraphCallable<B>> BucketedGraphCache<B, C> {
     }
 }
 
+/// Elements of `rows` rows of `width`, checked.
+fn elements(rows: usize, width: usize) -> Result<usize> {
+    rows.checked_mul(width).ok_or_else(|| {
+        GraphError::ArgumentMismatch(format!(
+            "bucketed graph cache: {rows} rows of {width} elements overflow the address space"
+        ))
+    })
+}
+
 /// Outputs must be whole rows of `rows`, so padding rows can be cut off.
 fn check_rows<T: DeviceBuffer>(outputs: &[T], rows: usize) -> Result<()> {
-    match outputs.iter().position(|o| o.len() % rows != 0) {
+    match outputs
+        .iter()
+        .position(|o| o.len().checked_rem(rows) != Some(0))
+    {
         Some(i) => Err(GraphError::ArgumentMismatch(format!(
             "bucketed graph cache: output {i} has {} elements for a batch of {rows} rows; \
              outputs must hold whole rows so padding rows can be cut off",

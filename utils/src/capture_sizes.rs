@@ -1,13 +1,13 @@
 //! `CaptureSizes`: the batch sizes a [`super::BucketedGraphCache`] captures graphs for (vLLM's
 //! `cudagraph_capture_sizes`).
 
-use crate::{GraphError, Result};
+use accel_graph_api::{GraphError, Result};
 
 /// A sorted set of batch sizes (buckets). An input of batch size `n` runs on the graph of the
 /// smallest bucket `>= n`, padded up to it.
 ///
 /// ```
-/// use accel_graph_api::utils::CaptureSizes;
+/// use accel_graph_utils::CaptureSizes;
 /// let sizes = CaptureSizes::new([8, 1, 4, 4])?;
 /// assert_eq!(sizes.as_slice(), &[1, 4, 8]);
 /// assert_eq!(sizes.bucket_for(3), Some(4));
@@ -41,7 +41,7 @@ impl CaptureSizes {
     /// vLLM's default capture sizes: `[1, 2, 4]` then every multiple of 8 up to 256.
     ///
     /// ```
-    /// use accel_graph_api::utils::CaptureSizes;
+    /// use accel_graph_utils::CaptureSizes;
     /// let sizes = CaptureSizes::vllm_default();
     /// assert_eq!(&sizes.as_slice()[..5], &[1, 2, 4, 8, 16]);
     /// assert_eq!((sizes.len(), sizes.largest()), (35, 256));

@@ -9,12 +9,12 @@
 //! [`StepSignature`] is checked against the captured one, and a mismatch is handled by the
 //! [`SignaturePolicy`].
 
-use crate::{
+use accel_graph_api::{
     AcceleratorGraph, Backend, CaptureErrorMode, CaptureExt, GraphError, GraphOptions, Result,
 };
 
-use super::{
-    registry::{graph_pool, shared_capture_stream},
+use crate::{
+    shared_resources::{graph_pool, shared_capture_stream},
     signature::{SignaturePolicy, StepSignature},
     stage::Stage,
     static_buffer_loader::StaticBufferLoader,
@@ -63,7 +63,7 @@ impl<B: Backend> StageState<B> {
 /// use accel_graph_api::{Backend, GraphError, utils::{FullGraphWrapper, SignaturePolicy, Stage}};
 /// use accel_graph_mock::MockBackend;
 ///
-/// type Buf = <MockBackend as Backend>::Buffer;
+/// type Buf = accel_graph_mock::MockBuffer;
 /// let backend = MockBackend::new();
 /// // Returns the sum of its microbatches.
 /// let step = |b: &MockBackend, _stage: Stage, batches: &[&[&Buf]]| {
@@ -137,7 +137,7 @@ where
         self
     }
 
-    /// Capture every stage into the backend's [`shared_graph_pool`](super::shared_graph_pool)
+    /// Capture every stage into the backend's [`shared_graph_pool`](crate::shared_graph_pool)
     /// instead of a new pool per capture.
     pub fn use_single_mempool(mut self, single: bool) -> Self {
         self.use_single_mempool = single;
@@ -220,8 +220,8 @@ where
         let mut graph = backend.graph(options)?;
         let stream = shared_capture_stream(backend)?;
         let outputs = {
-            let _current = backend.use_stream(&stream);
-            graph.try_capture(|| step(backend, stage, &static_microbatches))?
+            let _current = backend.use_stream(&stream)?;
+            graph.capture(|| step(backend, stage, &static_microbatches))?
         };
         backend.synchronize()?;
 

@@ -4,7 +4,7 @@
 //! the graphs), then captured — in the order given, all on one shared memory pool — with its
 //! sample inputs as the graph's *static inputs*. A graphed call copies the caller's buffers
 //! into the static inputs (only those that are not the static input already), replays, and
-//! hands back the static outputs. A call made while the callable is in another [`Mode`] than
+//! hands back the static outputs. A call made while the callable is in another [`ModuleMode`] than
 //! captured runs the callable eagerly, as PyTorch does for modules.
 //!
 //! PyTorch also captures a backward graph per callable through autograd; there is no autograd
@@ -13,16 +13,16 @@
 
 use std::sync::Arc;
 
-use crate::{
+use accel_graph_api::{
     AcceleratorGraph, Backend, CaptureErrorMode, CaptureExt, DeviceBuffer, GraphError,
     GraphOptions, PoolId, Result,
 };
 
-use super::{
+use crate::{
     arguments::check_inputs,
-    mode::{GraphCallable, Mode},
+    callable::{Callable, ModuleMode},
     outputs::Outputs,
-    registry::shared_capture_stream,
+    shared_resources::shared_capture_stream,
 };
 
 /// PyTorch runs three warmup iterations before capture.
@@ -31,7 +31,7 @@ pub const DEFAULT_WARMUP_ITERS: usize = 3;
 /// How [`make_graphed_callables`] warms up and captures.
 ///
 /// ```
-/// use accel_graph_api::utils::GraphedCallableOptions;
+/// use accel_graph_utils::GraphedCallableOptions;
 /// let opts = GraphedCallableOptions::new().warmup_iters(1);
 /// assert_eq!(opts.warmup_iters, 1);
 /// assert_eq!(GraphedCallableOptions::new().warmup_iters, 3);
@@ -96,10 +96,11 @@ pub struct GraphedCallStats {
 /// A callable captured by [`make_graphed_callables`]; call it like the original.
 ///
 /// ```
-/// use accel_graph_api::{Backend, utils::{make_graphed_callable, GraphedCallableOptions}};
+/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_utils::{make_graphed_callable, GraphedCallableOptions};
 /// use accel_graph_mock::MockBackend;
 ///
-/// type Buf = <MockBackend as Backend>::Buffer;
+/// type Buf = accel_graph_mock::MockBuffer;
 /// let backend = MockBackend::new();
 /// let sample = vec![backend.alloc_from(&[0.0; 4])?];
 /// let add_one = |b: &MockBackend, x: &[&Buf]| {
@@ -119,7 +120,7 @@ pub struct GraphedCallable<B: Backend, C> {
     backend: B,
     index: usize,
     callable: C,
-    captured_mode: Mode,
+    captured_mode: ModuleMode,
     graph: B::Graph,
     static_inputs: Vec<Arc<B::Buffer>>,
     static_outputs: Vec<B::Buffer>,
@@ -140,7 +141,7 @@ impl<B: Backend, C> std::fmt::Debug for GraphedCallable<B, C> {
     }
 }
 
-impl<B: Backend, C: GraphCallable<B>> GraphedCallable<B, C> {
+impl<B: Backend, C: Callable<B>> GraphedCallable<B, C> {
     /// Runs the callable: when its mode is the captured one, copies each input that is not
     /// the static input already into it, replays the graph on the current stream and returns
     /// the static outputs; otherwise runs the callable eagerly on `inputs` as they are.
@@ -158,8 +159,16 @@ impl<B: Backend, C: GraphCallable<B>> GraphedCallable<B, C> {
             self.static_inputs.iter().map(|b| b.len()),
             inputs,
         )?;
+        if inputs
+            .iter()
+            .any(|b| b.instance_id() != self.backend.instance_id())
+        {
+            return Err(GraphError::ForeignObject { what: "buffer" });
+        }
         for (input, static_input) in inputs.iter().zip(&self.static_inputs) {
-            if input.device_address() != static_input.device_address() {
+            // Identity is (instance, address): another instance's buffer may sit at the same
+            // address (mock instances share a base address).
+            if !input.same_memory(static_input) {
                 self.backend.copy(static_input, input)?;
                 self.stats.input_copies += 1;
             }
@@ -192,7 +201,7 @@ impl<B: Backend, C: GraphCallable<B>> GraphedCallable<B, C> {
     }
 
     /// The mode the callable was captured in.
-    pub fn captured_mode(&self) -> Mode {
+    pub fn captured_mode(&self) -> ModuleMode {
         self.captured_mode
     }
 
@@ -220,10 +229,11 @@ impl<B: Backend, C: GraphCallable<B>> GraphedCallable<B, C> {
 /// Graphs one callable: [`make_graphed_callables`] with a single callable.
 ///
 /// ```
-/// use accel_graph_api::{Backend, utils::{make_graphed_callable, GraphedCallableOptions}};
+/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_utils::{make_graphed_callable, GraphedCallableOptions};
 /// use accel_graph_mock::MockBackend;
 ///
-/// type Buf = <MockBackend as Backend>::Buffer;
+/// type Buf = accel_graph_mock::MockBuffer;
 /// let backend = MockBackend::new();
 /// let double = |b: &MockBackend, x: &[&Buf]| {
 ///     let y = b.alloc(x[0].len())?;
@@ -241,7 +251,7 @@ impl<B: Backend, C: GraphCallable<B>> GraphedCallable<B, C> {
 /// assert_eq!(g.stats().input_copies, 0);
 /// # Ok::<(), accel_graph_api::GraphError>(())
 /// ```
-pub fn make_graphed_callable<B: Backend, C: GraphCallable<B>>(
+pub fn make_graphed_callable<B: Backend, C: Callable<B>>(
     backend: &B,
     callable: C,
     sample_args: Vec<B::Buffer>,
@@ -266,20 +276,21 @@ pub fn make_graphed_callable<B: Backend, C: GraphCallable<B>>(
 /// (nothing stays capturing: a failed capture is discarded).
 ///
 /// ```
-/// use accel_graph_api::{Backend, utils::{make_graphed_callables, GraphCallable, GraphedCallableOptions}};
+/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_utils::{make_graphed_callables, Callable, GraphedCallableOptions};
 /// use accel_graph_mock::MockBackend;
 ///
-/// type Buf = <MockBackend as Backend>::Buffer;
+/// type Buf = accel_graph_mock::MockBuffer;
 /// let backend = MockBackend::new();
 /// let w = backend.alloc_from(&[0.5; 4])?;
 /// // Two layers graphed together; boxed because closures have distinct types.
-/// let layer1: Box<dyn GraphCallable<MockBackend>> = Box::new(|b: &MockBackend, x: &[&Buf]| {
+/// let layer1: Box<dyn Callable<MockBackend>> = Box::new(|b: &MockBackend, x: &[&Buf]| {
 ///     let h = b.alloc(x[0].len())?;
 ///     b.copy(&h, x[0])?;
 ///     b.axpy(&h, 2.0, &w)?; // h = x + 2w
 ///     Ok(vec![h])
 /// });
-/// let layer2: Box<dyn GraphCallable<MockBackend>> = Box::new(|b: &MockBackend, h: &[&Buf]| {
+/// let layer2: Box<dyn Callable<MockBackend>> = Box::new(|b: &MockBackend, h: &[&Buf]| {
 ///     let y = b.alloc(h[0].len())?;
 ///     b.copy(&y, h[0])?;
 ///     b.scale(&y, 3.0)?;
@@ -295,7 +306,7 @@ pub fn make_graphed_callable<B: Backend, C: GraphCallable<B>>(
 /// assert_eq!(backend.download(&y[0])?, vec![6.0, 9.0, 12.0, 15.0]);
 /// # Ok::<(), accel_graph_api::GraphError>(())
 /// ```
-pub fn make_graphed_callables<B: Backend, C: GraphCallable<B>>(
+pub fn make_graphed_callables<B: Backend, C: Callable<B>>(
     backend: &B,
     callables: Vec<C>,
     sample_args: Vec<Vec<B::Buffer>>,
@@ -325,7 +336,7 @@ pub fn make_graphed_callables<B: Backend, C: GraphCallable<B>>(
     backend.synchronize()?;
     {
         let side = backend.new_stream()?;
-        let _current = backend.use_stream(&side);
+        let _current = backend.use_stream(&side)?;
         for (callable, args) in callables.iter_mut().zip(&sample_args) {
             let inputs = as_refs(args);
             for _ in 0..options.warmup_iters {
@@ -345,8 +356,8 @@ pub fn make_graphed_callables<B: Backend, C: GraphCallable<B>>(
         let mut graph = backend.graph(graph_options)?;
         let inputs = as_refs(args);
         let outputs = {
-            let _current = backend.use_stream(&stream);
-            graph.try_capture(|| callable.call(backend, &inputs))?
+            let _current = backend.use_stream(&stream)?;
+            graph.capture(|| callable.call(backend, &inputs))?
         };
         captured.push((graph, outputs, callable.mode()));
     }

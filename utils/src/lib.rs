@@ -1,5 +1,8 @@
-//! Seed utilities, generic over [`Backend`](crate::Backend): the patterns large training and
-//! inference stacks build on top of CUDA graphs, written once for every backend.
+//! # accel-graph-utils
+//!
+//! The tools PyTorch users reach for, generic over [`Backend`]: the patterns large training and
+//! inference stacks build on top of CUDA graphs, written once for every backend (re-exported by
+//! the facade as `accel_graph::utils`).
 //!
 //! | here | counterpart |
 //! |---|---|
@@ -8,15 +11,15 @@
 //! | [`shared_capture_stream`], [`shared_graph_pool`], [`graph_pool`] | Megatron-Core `get_shared_capture_stream`, `get_shared_graph_pool`, `get_graph_pool(use_single_mempool)` |
 //! | [`BucketedGraphCache`], [`CaptureSizes`] | vLLM's capture sizes: one graph per batch-size bucket, inputs padded up to the nearest captured size, eager beyond the largest |
 //!
-//! Everything goes through the [`Backend`](crate::Backend) and
-//! [`AcceleratorGraph`](crate::AcceleratorGraph) API only, so it runs on every backend; the
+//! Everything goes through the [`Backend`] and [`AcceleratorGraph`] API only, so it runs on every backend; the
 //! examples use the mock.
 //!
 //! ```
-//! use accel_graph_api::{Backend, utils::{FullGraphWrapper, Stage}};
+//! use accel_graph_api::{Backend, PortableOps};
+//! use accel_graph_utils::{FullGraphWrapper, Stage};
 //! use accel_graph_mock::MockBackend;
 //!
-//! type Buf = <MockBackend as Backend>::Buffer;
+//! type Buf = accel_graph_mock::MockBuffer;
 //! let backend = MockBackend::new();
 //! let w = backend.alloc_from(&[1.0; 4])?;
 //! // One "training step": w += 0.5 * x.
@@ -37,26 +40,26 @@
 
 mod arguments;
 mod bucketed;
+mod callable;
 mod capture_sizes;
 mod full_graph;
 mod graphed_callables;
-mod mode;
 mod outputs;
-mod registry;
+mod shared_resources;
 mod signature;
 mod stage;
 mod static_buffer_loader;
 
 pub use bucketed::{BucketRun, BucketedCacheOptions, BucketedCacheStats, BucketedGraphCache};
+pub use callable::{Callable, Modal, ModuleMode};
 pub use capture_sizes::CaptureSizes;
 pub use full_graph::FullGraphWrapper;
 pub use graphed_callables::{
     DEFAULT_WARMUP_ITERS, GraphedCallStats, GraphedCallable, GraphedCallableOptions,
     make_graphed_callable, make_graphed_callables,
 };
-pub use mode::{GraphCallable, Modal, Mode};
 pub use outputs::Outputs;
-pub use registry::{
+pub use shared_resources::{
     graph_pool, release_shared_resources, shared_capture_stream, shared_graph_pool,
 };
 pub use signature::{SignaturePolicy, StepSignature};

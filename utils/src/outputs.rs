@@ -3,7 +3,7 @@
 
 use std::ops::Deref;
 
-use crate::Backend;
+use accel_graph_api::Backend;
 
 /// Output buffers of a graphed call.
 ///

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::DeviceBuffer;
+use accel_graph_api::DeviceBuffer;
 
 /// The shape of a step's inputs: the number of microbatches and the length of every input of
 /// every microbatch. A graph replays only for steps of the signature it was captured with.
@@ -74,7 +74,7 @@ impl fmt::Display for StepSignature {
 /// its stage's graph was captured with.
 ///
 /// ```
-/// use accel_graph_api::utils::SignaturePolicy;
+/// use accel_graph_utils::SignaturePolicy;
 /// assert_eq!(SignaturePolicy::default(), SignaturePolicy::Error);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

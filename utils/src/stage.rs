@@ -6,7 +6,7 @@ use std::fmt;
 /// The stage of a step; each stage has its own graph, static buffers and counters.
 ///
 /// ```
-/// use accel_graph_api::utils::Stage;
+/// use accel_graph_utils::Stage;
 /// assert_eq!(Stage::Training.to_string(), "training");
 /// assert_eq!(Stage::ALL.len(), 2);
 /// ```

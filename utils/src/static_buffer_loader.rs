@@ -1,9 +1,9 @@
 //! `StaticBufferLoader`: Megatron's loader of step inputs into per-stage static buffers — the
 //! fixed addresses a full-iteration graph reads.
 
-use crate::{Backend, DeviceBuffer, GraphError, Result};
+use accel_graph_api::{Backend, DeviceBuffer, GraphError, Result};
 
-use super::{arguments::check_inputs, stage::Stage};
+use crate::{arguments::check_inputs, stage::Stage};
 
 /// Per-stage, per-microbatch static input buffers.
 ///
@@ -13,7 +13,8 @@ use super::{arguments::check_inputs, stage::Stage};
 /// (so the next replay reads complete inputs).
 ///
 /// ```
-/// use accel_graph_api::{Backend, utils::{Stage, StaticBufferLoader}};
+/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_utils::{Stage, StaticBufferLoader};
 /// use accel_graph_mock::MockBackend;
 ///
 /// let backend = MockBackend::new();
@@ -68,10 +69,13 @@ impl<B: Backend> StaticBufferLoader<B> {
             )));
         }
         if microbatch == loaded {
+            // A first load allocates the microbatch's buffers; they are registered only once
+            // the copy into them was issued, so a failed load changes nothing.
             let fresh = inputs
                 .iter()
                 .map(|input| self.backend.alloc(input.len()))
                 .collect::<Result<Vec<_>>>()?;
+            self.copy_in(&fresh, inputs)?;
             self.buffers[stage.index()].push(fresh);
         } else {
             let existing = &self.buffers[stage.index()][microbatch];
@@ -80,21 +84,34 @@ impl<B: Backend> StaticBufferLoader<B> {
                 existing.iter().map(|b| b.len()),
                 inputs,
             )?;
+            self.copy_in(existing, inputs)?;
         }
-        let statics = &self.buffers[stage.index()][microbatch];
+        Ok(&self.buffers[stage.index()][microbatch])
+    }
+
+    /// Copies `inputs` into `statics` on the loader's stream, ordered after the caller's
+    /// current stream and before its next work. An input that is the static buffer itself
+    /// (same memory of the same instance) is not copied; a buffer of another instance is
+    /// refused.
+    fn copy_in(&self, statics: &[B::Buffer], inputs: &[&B::Buffer]) -> Result<()> {
+        if inputs
+            .iter()
+            .any(|b| b.instance_id() != self.backend.instance_id())
+        {
+            return Err(GraphError::ForeignObject { what: "buffer" });
+        }
         self.backend.record_event(&self.inputs_ready)?;
         {
-            let _copy_stream = self.backend.use_stream(&self.stream);
+            let _copy_stream = self.backend.use_stream(&self.stream)?;
             self.backend.wait_event(&self.inputs_ready)?;
             for (dst, src) in statics.iter().zip(inputs) {
-                if dst.device_address() != src.device_address() {
+                if !dst.same_memory(src) {
                     self.backend.copy(dst, src)?;
                 }
             }
             self.backend.record_event(&self.copies_done)?;
         }
-        self.backend.wait_event(&self.copies_done)?;
-        Ok(statics)
+        self.backend.wait_event(&self.copies_done)
     }
 
     /// Loads every microbatch of a step (`microbatches[m]` are the inputs of microbatch `m`)

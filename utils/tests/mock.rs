@@ -9,14 +9,14 @@ use std::{
 use accel_graph_api::{
     AcceleratorGraph, Backend, CaptureErrorMode, GraphError, GraphState, Result,
     utils::{
-        BucketedCacheOptions, BucketedGraphCache, CaptureSizes, FullGraphWrapper, GraphCallable,
+        BucketedCacheOptions, BucketedGraphCache, Callable, CaptureSizes, FullGraphWrapper,
         GraphedCallableOptions, Stage, make_graphed_callable, make_graphed_callables,
         release_shared_resources, shared_capture_stream, shared_graph_pool,
     },
 };
 use accel_graph_mock::{FaultSite, MockBackend};
 
-type Buf = <MockBackend as Backend>::Buffer;
+type Buf = accel_graph_mock::MockBuffer;
 
 /// `y = 2x + 1` in three portable ops.
 fn double_plus_one(b: &MockBackend, x: &[&Buf]) -> Result<Vec<Buf>> {
@@ -73,7 +73,7 @@ fn a_graphed_call_is_one_replay_plus_copies_of_foreign_inputs() -> Result<()> {
 fn graphs_are_captured_in_order_on_one_pool_and_release_it() -> Result<()> {
     let backend = MockBackend::new();
     let order = std::cell::RefCell::new(Vec::new());
-    let make = |name: &'static str| -> Box<dyn GraphCallable<MockBackend> + '_> {
+    let make = |name: &'static str| -> Box<dyn Callable<MockBackend> + '_> {
         let order = &order;
         Box::new(move |b: &MockBackend, x: &[&Buf]| {
             if b.is_capturing(&b.current_stream())? {

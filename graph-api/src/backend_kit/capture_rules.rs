@@ -45,7 +45,10 @@ impl CaptureRecord {
         if !self.is_invalidated() {
             return None;
         }
-        self.reason.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Marks the capture invalid, keeping the first reason.

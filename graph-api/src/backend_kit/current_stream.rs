@@ -62,10 +62,7 @@ impl<S: Clone + 'static> CurrentStream<S> {
     pub fn with<R>(&self, f: impl FnOnce(&S) -> R) -> R {
         CURRENT.with(|map| {
             let map = map.borrow();
-            match map
-                .get(&self.id)
-                .and_then(|e| e.stream.downcast_ref::<S>())
-            {
+            match map.get(&self.id).and_then(|e| e.stream.downcast_ref::<S>()) {
                 Some(stream) => f(stream),
                 None => f(&self.default),
             }

@@ -25,9 +25,7 @@ use std::{
     },
 };
 
-use crate::{
-    BlockInfo, BlockState, GraphError, MemoryStats, PoolId, PoolStats, Result,
-};
+use crate::{BlockInfo, BlockState, GraphError, MemoryStats, PoolId, PoolStats, Result};
 
 /// Pool blocks are rounded up to this many bytes (PyTorch's allocator uses 512 as well), so
 /// slightly different sizes still reuse each other's blocks.
@@ -530,7 +528,9 @@ impl<A: RawAllocator> MemoryPools<A> {
                 state: if s.live {
                     BlockState::Live
                 } else if s.pool.is_some()
-                    && s.pool.and_then(|p| inner.pools.get(&p)).is_some_and(|p| p.holds > 0)
+                    && s.pool
+                        .and_then(|p| inner.pools.get(&p))
+                        .is_some_and(|p| p.holds > 0)
                 {
                     BlockState::Free
                 } else {

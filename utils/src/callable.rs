@@ -1,8 +1,8 @@
-//! `Mode` and `GraphCallable`: what `make_graphed_callables` accepts — a piece of stream work
+//! `ModuleMode` and `Callable`: what `make_graphed_callables` accepts — a piece of stream work
 //! with buffer inputs and outputs that knows whether it is training or evaluating, as an
 //! `nn.Module` knows its `training` flag.
 
-use crate::{Backend, Result};
+use accel_graph_api::{Backend, Result};
 
 /// Whether a callable runs in training or evaluation mode (`nn.Module.training`).
 ///
@@ -10,12 +10,12 @@ use crate::{Backend, Result};
 /// callable eagerly, because its work may differ (dropout, statistics updates).
 ///
 /// ```
-/// use accel_graph_api::utils::Mode;
-/// assert_eq!(Mode::default(), Mode::Train);
-/// assert_eq!(Mode::Eval.to_string(), "eval");
+/// use accel_graph_utils::ModuleMode;
+/// assert_eq!(ModuleMode::default(), ModuleMode::Train);
+/// assert_eq!(ModuleMode::Eval.to_string(), "eval");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Mode {
+pub enum ModuleMode {
     /// Training (`module.train()`), the default as in PyTorch.
     #[default]
     Train,
@@ -23,11 +23,11 @@ pub enum Mode {
     Eval,
 }
 
-impl std::fmt::Display for Mode {
+impl std::fmt::Display for ModuleMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Mode::Train => "train",
-            Mode::Eval => "eval",
+            ModuleMode::Train => "train",
+            ModuleMode::Eval => "eval",
         })
     }
 }
@@ -36,7 +36,7 @@ impl std::fmt::Display for Mode {
 /// the current stream, returns new buffers.
 ///
 /// Closures `FnMut(&B, &[&B::Buffer]) -> Result<Vec<B::Buffer>>` implement it (always in
-/// [`Mode::Train`]); [`Modal`] adds a switchable mode; implement it on your own type for
+/// [`ModuleMode::Train`]); [`Modal`] adds a switchable mode; implement it on your own type for
 /// anything richer.
 ///
 /// The callable must do the same device work on every call with same-shaped inputs, allocate
@@ -44,11 +44,12 @@ impl std::fmt::Display for Mode {
 /// not read results back to the host (a blocking call that invalidates a capture).
 ///
 /// ```
-/// use accel_graph_api::{Backend, utils::{GraphCallable, Mode}};
+/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_utils::{Callable, ModuleMode};
 /// use accel_graph_mock::MockBackend;
 ///
 /// let backend = MockBackend::new();
-/// let mut double = |b: &MockBackend, inputs: &[&<MockBackend as Backend>::Buffer]| {
+/// let mut double = |b: &MockBackend, inputs: &[&accel_graph_mock::MockBuffer]| {
 ///     let out = b.alloc(inputs[0].len())?;
 ///     b.copy(&out, inputs[0])?;
 ///     b.scale(&out, 2.0)?;
@@ -57,20 +58,20 @@ impl std::fmt::Display for Mode {
 /// let x = backend.alloc_from(&[1.0, 2.0])?;
 /// let out = double.call(&backend, &[&x])?;
 /// assert_eq!(backend.download(&out[0])?, vec![2.0, 4.0]);
-/// assert_eq!(GraphCallable::<MockBackend>::mode(&double), Mode::Train);
+/// assert_eq!(Callable::<MockBackend>::mode(&double), ModuleMode::Train);
 /// # Ok::<(), accel_graph_api::GraphError>(())
 /// ```
-pub trait GraphCallable<B: Backend> {
+pub trait Callable<B: Backend> {
     /// Runs the work on `backend`'s current stream and returns the output buffers.
     fn call(&mut self, backend: &B, inputs: &[&B::Buffer]) -> Result<Vec<B::Buffer>>;
 
     /// The mode the callable is in now.
-    fn mode(&self) -> Mode {
-        Mode::Train
+    fn mode(&self) -> ModuleMode {
+        ModuleMode::Train
     }
 }
 
-impl<B, F> GraphCallable<B> for F
+impl<B, F> Callable<B> for F
 where
     B: Backend,
     F: FnMut(&B, &[&B::Buffer]) -> Result<Vec<B::Buffer>>,
@@ -81,30 +82,31 @@ where
 }
 
 /// Boxed callables, so callables of different types can be graphed together.
-impl<B: Backend> GraphCallable<B> for Box<dyn GraphCallable<B> + '_> {
+impl<B: Backend> Callable<B> for Box<dyn Callable<B> + '_> {
     fn call(&mut self, backend: &B, inputs: &[&B::Buffer]) -> Result<Vec<B::Buffer>> {
         (**self).call(backend, inputs)
     }
 
-    fn mode(&self) -> Mode {
+    fn mode(&self) -> ModuleMode {
         (**self).mode()
     }
 }
 
-/// A closure with a switchable [`Mode`], which it receives on every call — the analogue of an
+/// A closure with a switchable [`ModuleMode`], which it receives on every call — the analogue of an
 /// `nn.Module` with `train()` / `eval()`.
 ///
 /// ```
-/// use accel_graph_api::{Backend, utils::{GraphCallable, Modal, Mode}};
+/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_utils::{Callable, Modal, ModuleMode};
 /// use accel_graph_mock::MockBackend;
 ///
-/// type Buf = <MockBackend as Backend>::Buffer;
+/// type Buf = accel_graph_mock::MockBuffer;
 /// let backend = MockBackend::new();
 /// // Dropout stand-in: scale by 0.5 in training only.
-/// let mut layer = Modal::new(Mode::Train, |b: &MockBackend, mode: Mode, inputs: &[&Buf]| {
+/// let mut layer = Modal::new(ModuleMode::Train, |b: &MockBackend, mode: ModuleMode, inputs: &[&Buf]| {
 ///     let out = b.alloc(inputs[0].len())?;
 ///     b.copy(&out, inputs[0])?;
-///     if mode == Mode::Train {
+///     if mode == ModuleMode::Train {
 ///         b.scale(&out, 0.5)?;
 ///     }
 ///     Ok(vec![out])
@@ -117,47 +119,47 @@ impl<B: Backend> GraphCallable<B> for Box<dyn GraphCallable<B> + '_> {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Modal<F> {
-    mode: Mode,
+    mode: ModuleMode,
     f: F,
 }
 
 impl<F> Modal<F> {
     /// A callable in `mode` running `f(backend, mode, inputs)`.
-    pub fn new(mode: Mode, f: F) -> Self {
+    pub fn new(mode: ModuleMode, f: F) -> Self {
         Modal { mode, f }
     }
 
     /// Switches the mode (the next graphed call in another mode than captured runs eagerly).
-    pub fn set_mode(&mut self, mode: Mode) {
+    pub fn set_mode(&mut self, mode: ModuleMode) {
         self.mode = mode;
     }
 
-    /// `set_mode(Mode::Train)`.
+    /// `set_mode(ModuleMode::Train)`.
     pub fn train(&mut self) {
-        self.set_mode(Mode::Train);
+        self.set_mode(ModuleMode::Train);
     }
 
-    /// `set_mode(Mode::Eval)`.
+    /// `set_mode(ModuleMode::Eval)`.
     pub fn eval(&mut self) {
-        self.set_mode(Mode::Eval);
+        self.set_mode(ModuleMode::Eval);
     }
 
     /// The current mode.
-    pub fn current_mode(&self) -> Mode {
+    pub fn current_mode(&self) -> ModuleMode {
         self.mode
     }
 }
 
-impl<B, F> GraphCallable<B> for Modal<F>
+impl<B, F> Callable<B> for Modal<F>
 where
     B: Backend,
-    F: FnMut(&B, Mode, &[&B::Buffer]) -> Result<Vec<B::Buffer>>,
+    F: FnMut(&B, ModuleMode, &[&B::Buffer]) -> Result<Vec<B::Buffer>>,
 {
     fn call(&mut self, backend: &B, inputs: &[&B::Buffer]) -> Result<Vec<B::Buffer>> {
         (self.f)(backend, self.mode, inputs)
     }
 
-    fn mode(&self) -> Mode {
+    fn mode(&self) -> ModuleMode {
         self.mode
     }
 }
