@@ -21,6 +21,7 @@ fn choice_parses_names_and_auto() {
         BackendChoice::Only(BackendKind::Cuda)
     );
     let err = "tpu".parse::<BackendChoice>().unwrap_err();
+    assert!(matches!(err, GraphError::UnknownBackend(ref name) if name == "tpu"), "{err}");
     assert!(err.to_string().contains("unknown backend 'tpu'"), "{err}");
 }
 
@@ -54,16 +55,16 @@ fn a_backend_not_compiled_in_is_unavailable_with_the_feature_named() {
 
 #[test]
 fn any_graph_holds_and_drives_a_mock_graph() {
-    use accel_graph::{AcceleratorGraph, AnyGraph, CaptureExt, GraphOptions, GraphState};
+    use accel_graph::prelude::*;
     let backend = accel_graph::mock::MockBackend::new();
     let x = backend.alloc_from(&[0.0; 4]).unwrap();
     let stream = backend.new_stream().unwrap();
-    let _current = backend.use_stream(&stream);
+    let _current = backend.use_stream(&stream).unwrap();
     let mut graph: AnyGraph = backend
         .graph(GraphOptions::new().keep_graph(true))
         .unwrap()
         .into();
-    graph.try_capture(|| backend.add_scalar(&x, 1.0)).unwrap();
+    graph.capture(|| backend.add_scalar(&x, 1.0)).unwrap();
     assert_eq!(graph.state(), GraphState::Captured);
     graph.replay().unwrap();
     assert_eq!(graph.state(), GraphState::Ready);
@@ -74,4 +75,22 @@ fn any_graph_holds_and_drives_a_mock_graph() {
     ));
     graph.reset();
     assert_eq!(graph.state(), GraphState::Empty);
+}
+
+#[test]
+fn a_backend_variable_that_is_not_unicode_is_an_error_naming_it() {
+    use std::os::unix::ffi::OsStrExt;
+    // The variable is read by this test only (no other test of this binary reads it).
+    let value = std::ffi::OsStr::from_bytes(b"cu\xffda");
+    // SAFETY: this test binary's other tests do not read or write the environment.
+    unsafe { std::env::set_var(accel_graph::BACKEND_ENV, value) };
+    let result = BackendChoice::from_env(BackendChoice::Auto);
+    // SAFETY: as above.
+    unsafe { std::env::remove_var(accel_graph::BACKEND_ENV) };
+    match result {
+        Err(GraphError::InvalidEnvironment { name, .. }) => {
+            assert_eq!(name, accel_graph::BACKEND_ENV)
+        }
+        other => panic!("expected InvalidEnvironment, got {other:?}"),
+    }
 }

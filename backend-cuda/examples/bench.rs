@@ -17,10 +17,11 @@ use std::{
     time::Instant,
 };
 
-use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions, Result};
+use accel_graph_api::{EventOptions, prelude::*};
 use accel_graph_cuda::{
-    CudaBackend, CudaBuffer, INSTANTIATE_FLAGS, PORTABLE_OPS_PTX,
+    CudaBackend, CudaBuffer, CudaGraph, CudaStreamHandle, INSTANTIATE_FLAGS,
     cudarc::driver::sys::{self, CUresult},
+    portable_ops_ptx,
 };
 
 const ELEMS: usize = 1024;
@@ -30,16 +31,17 @@ fn ok(rc: CUresult, what: &str) {
     assert_eq!(rc, CUresult::CUDA_SUCCESS, "{what}");
 }
 
-/// The same `ag_add_scalar` kernel as the backend's, loaded and driven with raw calls.
+/// The same `accel_graph_add_scalar` kernel as the backend's, loaded and driven with raw
+/// calls.
 struct Raw {
     add: sys::CUfunction,
 }
 
 impl Raw {
     fn new() -> Self {
-        let image = CString::new(PORTABLE_OPS_PTX).expect("no NUL in PTX");
+        let image = CString::new(portable_ops_ptx()).expect("no NUL in PTX");
         let (mut module, mut add) = (ptr::null_mut(), ptr::null_mut());
-        let name = CString::new("ag_add_scalar").expect("no NUL");
+        let name = CString::new("accel_graph_add_scalar").expect("no NUL");
         // SAFETY: loads a module into the current context; handles are locals.
         unsafe {
             ok(
@@ -55,10 +57,12 @@ impl Raw {
     }
 
     fn launch(&self, x: sys::CUdeviceptr, stream: sys::CUstream) {
-        let (mut p, mut c, mut n) = (x, 1.0f32, ELEMS as u64);
+        // The backend's kernel signature: (u64 y, f32 a, u64 x, u64 n).
+        let (mut p, mut c, mut unused, mut n) = (x, 1.0f32, 0u64, ELEMS as u64);
         let mut args = [
             (&mut p as *mut u64).cast::<c_void>(),
             (&mut c as *mut f32).cast::<c_void>(),
+            (&mut unused as *mut u64).cast::<c_void>(),
             (&mut n as *mut u64).cast::<c_void>(),
         ];
         let grid = ELEMS.div_ceil(256) as u32;
@@ -127,17 +131,17 @@ fn sync(stream: sys::CUstream) {
 
 fn ours_graph(
     backend: &CudaBackend,
-    stream: &<CudaBackend as Backend>::Stream,
+    stream: &CudaStreamHandle,
     x: &CudaBuffer,
     k: usize,
-) -> Result<<CudaBackend as Backend>::Graph> {
+) -> Result<CudaGraph> {
     let mut g = backend.graph(GraphOptions::new())?;
-    backend.capture_on(stream, &mut g, || -> Result<()> {
+    backend.capture_on(stream, &mut g, || {
         for _ in 0..k {
             backend.add_scalar(x, 1.0)?;
         }
         Ok(())
-    })??;
+    })?;
     Ok(g)
 }
 
@@ -175,15 +179,15 @@ fn read_torch(path: String) -> HashMap<String, f64> {
 fn run(torch: &HashMap<String, f64>) -> Result<bool> {
     let backend = CudaBackend::new(0)?;
     let stream = backend.new_stream()?;
-    let _current = backend.use_stream(&stream);
-    let s = stream.cu_stream();
+    let _current = backend.use_stream(&stream)?;
+    let s = stream.raw().cu_stream();
     let x = backend.alloc_from(&[0.0; ELEMS])?;
     let raw = Raw::new();
     println!("bench: device {}", backend.capabilities().device_name);
 
     // (a) host cost of replaying a 1-node graph.
     let mut g1 = ours_graph(&backend, &stream, &x, 1)?;
-    let raw1 = raw.capture_instantiate(x.device_ptr(), s, 1);
+    let raw1 = raw.capture_instantiate(x.block().device_ptr(), s, 1);
     const BATCH: usize = 64;
     let (mut ours_a, mut raw_a) = (Vec::new(), Vec::new());
     for round in 0..400 {
@@ -222,7 +226,7 @@ fn run(torch: &HashMap<String, f64>) -> Result<bool> {
                 drop(g);
             } else {
                 let t = Instant::now();
-                let exec = raw.capture_instantiate(x.device_ptr(), s, CHAIN);
+                let exec = raw.capture_instantiate(x.block().device_ptr(), s, CHAIN);
                 sync(s);
                 raw_b.push(t.elapsed().as_nanos() as f64 / 1e3);
                 // SAFETY: exec made above, destroyed once.
@@ -235,24 +239,14 @@ fn run(torch: &HashMap<String, f64>) -> Result<bool> {
 
     // (c) GPU time per replayed node, 1000-kernel chain, by CUDA events.
     let mut gk = ours_graph(&backend, &stream, &x, CHAIN)?;
-    let rawk = raw.capture_instantiate(x.device_ptr(), s, CHAIN);
-    let ctx = backend.context();
-    let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let (e0, e1) = (
-        ctx.new_event(timing)
-            .map_err(|e| accel_graph_api::GraphError::Unsupported {
-                what: e.to_string(),
-            })?,
-        ctx.new_event(timing)
-            .map_err(|e| accel_graph_api::GraphError::Unsupported {
-                what: e.to_string(),
-            })?,
-    );
+    let rawk = raw.capture_instantiate(x.block().device_ptr(), s, CHAIN);
+    let timing = EventOptions::new().enable_timing(true);
+    let (e0, e1) = (backend.new_event_with(timing)?, backend.new_event_with(timing)?);
     let (mut ours_c, mut raw_c) = (Vec::new(), Vec::new());
     for rep in 0..60 {
         for pass in 0..2 {
             // SAFETY: events and execs are live; the stream is ours.
-            unsafe { ok(sys::cuEventRecord(e0.cu_event(), s), "record") };
+            unsafe { ok(sys::cuEventRecord(e0.raw().cu_event(), s), "record") };
             let mine = (rep + pass) % 2 == 0;
             if mine {
                 gk.replay()?;
@@ -261,13 +255,9 @@ fn run(torch: &HashMap<String, f64>) -> Result<bool> {
                 ok(unsafe { sys::cuGraphLaunch(rawk, s) }, "launch");
             }
             // SAFETY: as above.
-            unsafe { ok(sys::cuEventRecord(e1.cu_event(), s), "record") };
+            unsafe { ok(sys::cuEventRecord(e1.raw().cu_event(), s), "record") };
             sync(s);
-            let ms = e0
-                .elapsed_ms(&e1)
-                .map_err(|e| accel_graph_api::GraphError::Unsupported {
-                    what: e.to_string(),
-                })? as f64;
+            let ms = backend.elapsed_time(&e0, &e1)? as f64;
             let per_node_ns = ms * 1e6 / CHAIN as f64;
             if mine {
                 ours_c.push(per_node_ns)

@@ -1,13 +1,15 @@
 //! One CUDA graph holding a cuBLAS SGEMM, the user's own NVRTC-compiled kernel and the
 //! portable ops, all captured natively from the current stream; its replay is checked
-//! against the same program run eagerly.
+//! against the same program run eagerly. The user's work goes through the raw path (the
+//! `unsafe` accessors): the buffers it touches are kept alive by this program, not by the
+//! graph.
 //!
 //! Run: `cargo run -p accel-graph-cuda --example cublas_user_kernel` (needs an NVIDIA GPU,
 //! cuBLAS and NVRTC libraries on the loader path).
 
 use std::process::ExitCode;
 
-use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions};
+use accel_graph_api::prelude::*;
 use accel_graph_cuda::{
     CudaBackend, CudaBuffer,
     cudarc::{
@@ -53,17 +55,19 @@ impl Program<'_> {
                 n,
                 n,
                 &alpha,
-                self.a.device_ptr() as *const f32,
+                self.a.block().device_ptr() as *const f32,
                 n,
-                self.b.device_ptr() as *const f32,
+                self.b.block().device_ptr() as *const f32,
                 n,
                 &beta,
-                self.c.device_ptr() as *mut f32,
+                self.c.block().device_ptr() as *mut f32,
                 n,
             )?;
         }
-        let stream = self.backend.current_cuda_stream();
-        let (ptr, len) = (self.c.device_ptr(), (N * N) as u64);
+        // SAFETY: the user kernel touches only `c`, which outlives every replay below, and the
+        // stream's captures are begun through the backend.
+        let stream = unsafe { self.backend.current_cuda_stream() };
+        let (ptr, len) = (self.c.block().device_ptr(), (N * N) as u64);
         let mut launch = stream.launch_builder(self.user);
         launch.arg(&ptr).arg(&len);
         // SAFETY: the arguments match `relu_shift(float*, unsigned long long)`.
@@ -107,21 +111,24 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let stream = backend.new_stream()?;
-    let _current = backend.use_stream(&stream);
-    let blas = CudaBlas::new(backend.current_cuda_stream())?;
+    let _current = backend.use_stream(&stream)?;
+    // SAFETY: cuBLAS works on `a`, `b`, `c` and the workspace, which all outlive every replay;
+    // captures on its stream are begun through the backend.
+    let blas = CudaBlas::new(unsafe { backend.current_cuda_stream() })?;
     // A fixed workspace, so cuBLAS never allocates during the capture.
     let workspace = backend.alloc(8 << 20)?;
     // SAFETY: the workspace buffer outlives every use of the handle below.
     unsafe {
         blas::cublasSetWorkspace_v2(
             *blas.handle(),
-            workspace.device_ptr() as *mut _,
+            workspace.block().device_ptr() as *mut _,
             workspace.num_bytes(),
         )
         .result()?;
     }
     let ptx = compile_ptx(USER_KERNEL)?;
-    let module = backend.context().load_module(ptx)?;
+    // SAFETY: the context only loads the module; the kernel's memory is the backend's `c`.
+    let module = unsafe { backend.driver().context() }.load_module(ptx)?;
     let user = module.load_function("relu_shift")?;
 
     let a_host: Vec<f32> = (0..N * N)

@@ -5,7 +5,7 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
-use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions};
+use accel_graph_api::prelude::*;
 use accel_graph_cuda::CudaBackend;
 
 fn main() -> ExitCode {
@@ -36,24 +36,24 @@ fn run(path: &std::path::Path) -> accel_graph_api::Result<()> {
     let stream = backend.new_stream()?;
     let mut graph = backend.graph(GraphOptions::new())?;
     graph.enable_debug_mode();
-    backend.capture_on(&stream, &mut graph, || -> accel_graph_api::Result<()> {
+    backend.capture_on(&stream, &mut graph, || {
         backend.fill(&y, 0.5)?;
         backend.add_scalar(&x, 1.0)?;
         backend.axpy(&y, 2.0, &x)?;
         backend.copy(&x, &y)
-    })??;
+    })?;
     graph.debug_dump(path)?;
-    let dot = std::fs::read_to_string(path)?;
+    let dot = std::fs::read_to_string(path).map_err(|e| GraphError::io(path, e))?;
     println!("debug_dump: wrote {} ({} bytes)", path.display(), dot.len());
     for node in graph.nodes()?.nodes {
         println!("  node {}: {} {}", node.id, node.kind, node.label);
     }
-    let missing: Vec<&str> = ["ag_add_scalar", "ag_axpy"]
+    let missing: Vec<&str> = ["accel_graph_add_scalar", "accel_graph_axpy"]
         .into_iter()
         .filter(|k| !dot.contains(k))
         .collect();
     if !missing.is_empty() {
-        return Err(accel_graph_api::GraphError::ArgumentMismatch(format!(
+        return Err(GraphError::ArgumentMismatch(format!(
             "the DOT file does not name kernels {missing:?}"
         )));
     }

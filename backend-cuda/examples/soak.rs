@@ -6,7 +6,7 @@
 
 use std::{process::ExitCode, time::Instant};
 
-use accel_graph_api::{AcceleratorGraph, Backend, CaptureExt, GraphOptions, Result};
+use accel_graph_api::prelude::*;
 use accel_graph_cuda::CudaBackend;
 
 fn main() -> ExitCode {
@@ -33,17 +33,17 @@ fn run(replays: u64) -> Result<bool> {
         }
     };
     let stream = backend.new_stream()?;
-    let _current = backend.use_stream(&stream);
+    let _current = backend.use_stream(&stream)?;
     let counter = backend.alloc_from(&[0.0; 256])?;
     let out = backend.alloc(256)?;
     let mut graph = backend.graph(GraphOptions::new())?;
-    graph.capture(|| -> Result<()> {
+    graph.capture(|| {
         // A pool allocation inside the capture, so pool memory is part of the soak.
         let tmp = backend.alloc(256)?;
         backend.fill(&tmp, 1.0)?;
         backend.axpy(&counter, 1.0, &tmp)?;
         backend.copy(&out, &counter)
-    })??;
+    })?;
     const WARM_UP: u64 = 1000;
     for _ in 0..WARM_UP {
         graph.replay()?;

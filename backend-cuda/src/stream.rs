@@ -1,76 +1,91 @@
-//! Streams and events of the CUDA backend: thin handles over cudarc's types, so users can
-//! launch their own work on them.
+//! CUDA streams: cudarc's `CudaStream`s of the device's context.
 
-use std::{fmt, sync::Arc};
+use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaStream, sys};
+use accel_graph_driver::{DriverResult, api::DriverStreams};
+use cudarc::driver::{CudaStream, sys};
 
-/// A CUDA stream of one backend instance (clones name the same stream).
-///
-/// The backend's default stream is CUDA's legacy default stream (the null stream), which
-/// cannot be captured; [`accel_graph_api::Backend::new_stream`] on a [`crate::CudaBackend`]
-/// makes non-blocking streams.
-#[derive(Clone)]
-pub struct CudaStreamHandle {
-    pub(crate) stream: Arc<CudaStream>,
-    pub(crate) instance: u64,
+use crate::{
+    CudaDevice,
+    error::{check, from_cudarc},
+};
+
+/// A CUDA stream of the backend (the driver-level object behind a [`crate::CudaStreamHandle`]).
+/// The default stream is CUDA's legacy stream (null), which cannot be captured; new streams are
+/// non-blocking.
+pub struct CuStream {
+    stream: Arc<CudaStream>,
 }
 
-impl CudaStreamHandle {
-    /// The cudarc stream, for launching the user's own kernels or library calls on it.
-    pub fn cuda_stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    /// The raw `CUstream` (null for the legacy default stream). Do not destroy it.
+impl CuStream {
+    /// The raw `CUstream` (null for the legacy default stream), for native work: it is
+    /// captured when the stream is. Do not destroy it.
     pub fn cu_stream(&self) -> sys::CUstream {
         self.stream.cu_stream()
     }
 
-    /// True for the legacy default stream.
-    pub fn is_legacy_default(&self) -> bool {
-        self.stream.cu_stream().is_null()
+    /// The cudarc stream, for launching your own kernels and library calls with cudarc.
+    ///
+    /// # Safety
+    /// The stream belongs to a context whose cudarc event tracking is off (see
+    /// [`CudaDevice::context`]): order cudarc slices across streams yourself. Do not begin a
+    /// capture on it, or make it wait on events, through cudarc: the backend must see every
+    /// capture its streams take part in to keep their memory alive. Memory your own captured
+    /// work touches must outlive every replay of the graph.
+    pub unsafe fn cuda_stream(&self) -> &Arc<CudaStream> {
+        &self.stream
     }
 }
 
-impl PartialEq for CudaStreamHandle {
-    fn eq(&self, other: &Self) -> bool {
-        self.instance == other.instance && self.stream.cu_stream() == other.stream.cu_stream()
-    }
-}
+impl DriverStreams for CudaDevice {
+    type Stream = CuStream;
 
-impl fmt::Debug for CudaStreamHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CudaStreamHandle")
-            .field("cu_stream", &self.stream.cu_stream())
-            .field("instance", &self.instance)
-            .finish()
-    }
-}
-
-/// A CUDA event (timing disabled) of one backend instance.
-pub struct CudaEventHandle {
-    pub(crate) event: CudaEvent,
-    pub(crate) instance: u64,
-}
-
-impl CudaEventHandle {
-    /// The cudarc event.
-    pub fn cuda_event(&self) -> &CudaEvent {
-        &self.event
+    fn default_stream(&self) -> CuStream {
+        CuStream {
+            stream: self.ctx.default_stream(),
+        }
     }
 
-    /// The raw `CUevent`. Do not destroy it.
-    pub fn cu_event(&self) -> sys::CUevent {
-        self.event.cu_event()
+    fn create_stream(&self) -> DriverResult<CuStream> {
+        let stream = self
+            .ctx
+            .new_stream()
+            .map_err(|e| from_cudarc(e, "cuStreamCreate"))?;
+        Ok(CuStream { stream })
     }
-}
 
-impl fmt::Debug for CudaEventHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CudaEventHandle")
-            .field("cu_event", &self.event.cu_event())
-            .field("instance", &self.instance)
-            .finish()
+    fn stream_key(&self, stream: &CuStream) -> u64 {
+        stream.cu_stream() as u64
+    }
+
+    fn is_default_stream(&self, stream: &CuStream) -> bool {
+        stream.cu_stream().is_null()
+    }
+
+    fn stream_synchronize(&self, stream: &CuStream) -> DriverResult<()> {
+        // SAFETY: the stream is alive (the handle holds it).
+        check(
+            unsafe { sys::cuStreamSynchronize(stream.cu_stream()) },
+            "cuStreamSynchronize",
+        )
+    }
+
+    fn capture_id(&self, stream: &CuStream) -> DriverResult<Option<u64>> {
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut id = 0;
+        // SAFETY: only the two out-parameters are requested; the others may be null.
+        let rc = unsafe {
+            sys::cuStreamGetCaptureInfo_v3(
+                stream.cu_stream(),
+                &mut status,
+                &mut id,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        check(rc, "cuStreamGetCaptureInfo")?;
+        Ok((status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE).then_some(id))
     }
 }

@@ -2,10 +2,11 @@
 
 use std::{collections::HashMap, ffi::CStr, mem::MaybeUninit, ptr};
 
-use accel_graph_api::{GraphTopology, NodeKind, Result};
+use accel_graph_api::{GraphTopology, NodeKind};
+use accel_graph_driver::DriverResult;
 use cudarc::driver::sys;
 
-use crate::driver_error::check_call;
+use crate::error::check;
 
 fn kind_of(t: sys::CUgraphNodeType) -> NodeKind {
     use sys::CUgraphNodeType as T;
@@ -57,11 +58,11 @@ fn label_of(node: sys::CUgraphNode, kind: NodeKind) -> String {
 }
 
 /// Nodes (in the driver's order) and dependency edges of `graph`.
-pub(crate) fn read_topology(graph: sys::CUgraph) -> Result<GraphTopology> {
+pub(crate) fn read_topology(graph: sys::CUgraph) -> DriverResult<GraphTopology> {
     let mut count = 0usize;
     // SAFETY: counting query on a live graph.
     let rc = unsafe { sys::cuGraphGetNodes(graph, ptr::null_mut(), &mut count) };
-    check_call(rc, "cuGraphGetNodes")?;
+    check(rc, "cuGraphGetNodes")?;
     let mut topo = GraphTopology::default();
     if count == 0 {
         // The driver rejects a node array for an empty graph.
@@ -70,14 +71,14 @@ pub(crate) fn read_topology(graph: sys::CUgraph) -> Result<GraphTopology> {
     let mut nodes = vec![ptr::null_mut(); count];
     // SAFETY: `nodes` has room for `count` handles.
     let rc = unsafe { sys::cuGraphGetNodes(graph, nodes.as_mut_ptr(), &mut count) };
-    check_call(rc, "cuGraphGetNodes")?;
+    check(rc, "cuGraphGetNodes")?;
     nodes.truncate(count);
     let mut index = HashMap::with_capacity(nodes.len());
     for &node in &nodes {
         let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
         // SAFETY: `node` belongs to the live graph.
         let rc = unsafe { sys::cuGraphNodeGetType(node, &mut t) };
-        check_call(rc, "cuGraphNodeGetType")?;
+        check(rc, "cuGraphNodeGetType")?;
         let kind = kind_of(t);
         let id = topo.add_node(kind, label_of(node, kind));
         index.insert(node as usize, id);
@@ -93,7 +94,7 @@ pub(crate) fn read_topology(graph: sys::CUgraph) -> Result<GraphTopology> {
             &mut edges,
         )
     };
-    check_call(rc, "cuGraphGetEdges")?;
+    check(rc, "cuGraphGetEdges")?;
     if edges == 0 {
         // As for nodes: no edge arrays for a graph without edges.
         return Ok(topo);
@@ -110,7 +111,7 @@ pub(crate) fn read_topology(graph: sys::CUgraph) -> Result<GraphTopology> {
             &mut edges,
         )
     };
-    check_call(rc, "cuGraphGetEdges")?;
+    check(rc, "cuGraphGetEdges")?;
     for (f, t) in from.iter().zip(&to).take(edges) {
         if let (Some(&a), Some(&b)) = (index.get(&(*f as usize)), index.get(&(*t as usize))) {
             topo.add_edge(a, b);

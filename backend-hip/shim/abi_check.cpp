@@ -14,6 +14,7 @@ SAME(SHIM_hipErrorOutOfMemory, hipErrorOutOfMemory);
 SAME(SHIM_hipErrorNotInitialized, hipErrorNotInitialized);
 SAME(SHIM_hipErrorInvalidDevice, hipErrorInvalidDevice);
 SAME(SHIM_hipErrorInvalidHandle, hipErrorInvalidHandle);
+SAME(SHIM_hipErrorNotReady, hipErrorNotReady);
 SAME(SHIM_hipErrorNotSupported, hipErrorNotSupported);
 SAME(SHIM_hipErrorStreamCaptureUnsupported, hipErrorStreamCaptureUnsupported);
 SAME(SHIM_hipErrorStreamCaptureInvalidated, hipErrorStreamCaptureInvalidated);
@@ -47,6 +48,11 @@ SAME(SHIM_hipEventBlockingSync, hipEventBlockingSync);
 SAME(SHIM_hipEventDisableTiming, hipEventDisableTiming);
 SAME(SHIM_hipEventInterprocess, hipEventInterprocess);
 SAME(SHIM_hipGraphInstantiateFlagAutoFreeOnLaunch, hipGraphInstantiateFlagAutoFreeOnLaunch);
+// Later releases only (ROCm 5.2's headers have neither).
+#ifdef hipEventRecordExternal
+SAME(SHIM_hipEventRecordDefault, hipEventRecordDefault);
+SAME(SHIM_hipEventRecordExternal, hipEventRecordExternal);
+#endif
 SAME(SHIM_HIPRTC_SUCCESS, HIPRTC_SUCCESS);
 SAME(SHIM_HIPRTC_ERROR_INVALID_INPUT, HIPRTC_ERROR_INVALID_INPUT);
 SAME(SHIM_HIPRTC_ERROR_INTERNAL_ERROR, HIPRTC_ERROR_INTERNAL_ERROR);

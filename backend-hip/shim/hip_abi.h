@@ -33,6 +33,7 @@ enum {
     SHIM_hipErrorNotInitialized = 3,
     SHIM_hipErrorInvalidDevice = 101,
     SHIM_hipErrorInvalidHandle = 400,
+    SHIM_hipErrorNotReady = 600,
     SHIM_hipErrorNotSupported = 801,
     SHIM_hipErrorStreamCaptureUnsupported = 900,
     SHIM_hipErrorStreamCaptureInvalidated = 901,
@@ -83,6 +84,12 @@ enum {
 #define SHIM_hipEventDisableTiming 0x2u
 #define SHIM_hipEventInterprocess 0x4u
 #define SHIM_hipGraphInstantiateFlagAutoFreeOnLaunch 1ull
+
+/* hipEventRecordWithFlags' flags: not in ROCm 5.2 (neither is the function); the values of the
+ * later releases that export it. abi_check.cpp checks them only against headers that have
+ * them. */
+#define SHIM_hipEventRecordDefault 0x0u
+#define SHIM_hipEventRecordExternal 0x1u
 
 /* hiprtcResult: numbered as nvrtcResult for the codes both have. */
 typedef int shim_hiprtcResult;

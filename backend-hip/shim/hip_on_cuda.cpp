@@ -286,6 +286,27 @@ HIP_API shim_hipError_t hipEventSynchronize(shim_hipEvent_t event) {
     return rt(cudaEventSynchronize(E(event)), "hipEventSynchronize");
 }
 
+// hipSuccess when complete, hipErrorNotReady (600, CUDA's cudaErrorNotReady too) while pending.
+HIP_API shim_hipError_t hipEventQuery(shim_hipEvent_t event) {
+    return rt(cudaEventQuery(E(event)), "hipEventQuery");
+}
+
+HIP_API shim_hipError_t hipEventElapsedTime(float* ms, shim_hipEvent_t start,
+                                            shim_hipEvent_t stop) {
+    return rt(cudaEventElapsedTime(ms, E(start), E(stop)), "hipEventElapsedTime");
+}
+
+// Not in ROCm 5.2 (later releases export it, same signature); the backend looks it up at run
+// time. hipEventRecordExternal makes the record a node of its own in a capture, as
+// cudaEventRecordExternal does.
+HIP_API shim_hipError_t hipEventRecordWithFlags(shim_hipEvent_t event, shim_hipStream_t stream,
+                                                unsigned int flags) {
+    if (flags & ~SHIM_hipEventRecordExternal) return unsupported("hipEventRecordWithFlags", "flag");
+    unsigned int cuda_flags =
+        (flags & SHIM_hipEventRecordExternal) ? cudaEventRecordExternal : cudaEventRecordDefault;
+    return rt(cudaEventRecordWithFlags(E(event), S(stream), cuda_flags), "hipEventRecordWithFlags");
+}
+
 // ---------------------------------------------------------------- memory
 
 HIP_API shim_hipError_t hipMalloc(void** ptr, size_t size) {

@@ -1,189 +1,223 @@
-//! The backend as built without the `runtime` feature: the same public types, none of which
-//! can be constructed, and a constructor that says why.
+//! The driver as built without the `runtime` feature: the same public types as with it, none
+//! of which can have a value, and an `open` that says why.
 //!
-//! Every value type here is uninhabited (it holds [`Never`]), so the trait methods below are
-//! statically unreachable: `match self.never {}` proves it to the compiler.
+//! Every type here holds an uninhabited [`Never`], so the driver's methods are statically
+//! unreachable: `match self.never {}` proves it to the compiler. The backend itself
+//! (`backend.rs`) is the same file in both builds, and each type here has the auto traits
+//! (`Send`, `Sync`) of its namesake with the feature, so enabling it removes nothing.
 
-use std::path::Path;
+use std::{ffi::c_void, marker::PhantomData, path::Path};
 
 use accel_graph_api::{
-    Backend, BackendKind, Capabilities, CaptureErrorMode, DeviceBuffer, GraphError, GraphImpl,
-    GraphOptions, GraphTopology, HostCallback, MemoryStats, PoolId, Result,
+    BackendKind, Capabilities, CaptureErrorMode, EventOptions, GraphError, GraphTopology,
+    PortableOp, Result,
+};
+use accel_graph_driver::{
+    Driver, DriverResult,
+    api::{
+        DriverCapture, DriverEvents, DriverGraphs, DriverMemory, DriverOps, DriverStreams, HostFn,
+        Region,
+    },
 };
 
-/// A type with no value: what this build's backend objects hold.
+/// No value: what this build's driver objects hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Never {}
+enum Never {}
 
 /// Why the backend is unavailable in this build.
-pub const REASON: &str = "built without the `runtime` feature (enable \
-    `accel-graph-hip/runtime`, or the facade's `hip` feature, with HIP headers and libamdhip64 \
-    installed: HIP_PATH)";
+const REASON: &str = "built without the `runtime` feature (enable `accel-graph-hip/runtime`, or \
+    the facade's `hip` feature, with HIP headers and libamdhip64 installed: HIP_PATH)";
 
-/// The HIP backend (unavailable: this build has no HIP runtime linked).
-#[derive(Debug, Clone)]
-pub struct HipBackend {
+/// The HIP driver (none in this build: it has no HIP runtime linked).
+#[derive(Debug)]
+pub struct HipDevice {
     never: Never,
 }
 
-impl HipBackend {
+/// A HIP stream (none in this build).
+#[derive(Debug)]
+pub struct HStream {
+    never: Never,
+}
+
+/// A HIP event (none in this build).
+#[derive(Debug)]
+pub struct HEvent {
+    never: Never,
+}
+
+/// A device allocation (none in this build).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HBlock {
+    never: Never,
+}
+
+/// A captured graph (none in this build).
+#[derive(Debug)]
+pub struct HGraph {
+    never: Never,
+    /// `Send` but not `Sync`, as with the feature (a graph is not thread-safe).
+    _handle: PhantomData<*mut c_void>,
+}
+
+/// An executable graph (none in this build).
+#[derive(Debug)]
+pub struct HGraphExec {
+    never: Never,
+    /// As for [`HGraph`].
+    _handle: PhantomData<*mut c_void>,
+}
+
+// SAFETY: there is no value of the type.
+unsafe impl Send for HGraph {}
+// SAFETY: there is no value of the type.
+unsafe impl Send for HGraphExec {}
+
+impl HipDevice {
     /// Always [`GraphError::BackendUnavailable`] in this build.
-    pub fn new(device: i32) -> Result<Self> {
-        let _ = device;
+    pub(crate) fn open(ordinal: usize) -> Result<Self> {
+        let _ = ordinal;
         Err(GraphError::BackendUnavailable {
             backend: "hip",
             reason: REASON.to_owned(),
         })
     }
-}
 
-/// A HIP stream (cannot exist in this build).
-#[derive(Debug, Clone, PartialEq)]
-pub struct HipStream {
-    never: Never,
-}
-
-/// A HIP event (cannot exist in this build).
-#[derive(Debug)]
-pub struct HipEvent {
-    // No method reads it: it only makes the type uninhabited.
-    #[allow(dead_code)]
-    never: Never,
-}
-
-/// A HIP device buffer (cannot exist in this build).
-#[derive(Debug)]
-pub struct HipBuffer {
-    never: Never,
-}
-
-/// The HIP half of a graph (cannot exist in this build).
-#[derive(Debug)]
-pub struct HipGraphImpl {
-    never: Never,
-}
-
-/// The HIP backend's graph type.
-pub type HipGraph = accel_graph_api::Graph<HipGraphImpl>;
-
-impl DeviceBuffer for HipBuffer {
-    fn len(&self) -> usize {
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
         match self.never {}
     }
-    fn device_address(&self) -> u64 {
+
+    /// `hipRuntimeGetVersion` of the loaded runtime.
+    pub fn runtime_version(&self) -> i32 {
+        match self.never {}
+    }
+
+    /// Whether the runtime itself refuses `hipMalloc` during a capture.
+    pub fn runtime_refuses_capture_alloc(&self) -> Option<bool> {
         match self.never {}
     }
 }
 
-impl GraphImpl for HipGraphImpl {
-    fn backend_name(&self) -> &'static str {
-        "hip"
-    }
-    fn capture_begin(&mut self, _pool: PoolId, _mode: CaptureErrorMode) -> Result<()> {
-        match self.never {}
-    }
-    fn capture_end(&mut self) -> Result<usize> {
-        match self.never {}
-    }
-    fn instantiate(&mut self) -> Result<()> {
-        match self.never {}
-    }
-    fn replay(&mut self) -> Result<()> {
-        match self.never {}
-    }
-    fn drop_raw_graph(&mut self) {
-        match self.never {}
-    }
-    fn reset(&mut self) {
-        match self.never {}
-    }
-    fn debug_dump(&self, _path: &Path) -> Result<()> {
-        match self.never {}
-    }
-    fn topology(&self) -> Result<GraphTopology> {
-        match self.never {}
-    }
-}
-
-impl Backend for HipBackend {
-    type Stream = HipStream;
-    type Event = HipEvent;
-    type Buffer = HipBuffer;
-    type Graph = HipGraph;
-
-    fn kind(&self) -> BackendKind {
-        BackendKind::Hip
-    }
-    fn instance_id(&self) -> u64 {
-        match self.never {}
-    }
+impl Driver for HipDevice {
+    const KIND: BackendKind = BackendKind::Hip;
     fn capabilities(&self) -> Capabilities {
         match self.never {}
     }
-    fn default_stream(&self) -> HipStream {
+    fn capture_domain(&self) -> u64 {
         match self.never {}
     }
-    fn new_stream(&self) -> Result<HipStream> {
+    fn bind(&self) -> DriverResult<()> {
         match self.never {}
     }
-    fn current_stream(&self) -> HipStream {
+    fn synchronize(&self) -> DriverResult<()> {
         match self.never {}
     }
-    fn set_current_stream(&self, _stream: &HipStream) -> HipStream {
+}
+
+impl DriverStreams for HipDevice {
+    type Stream = HStream;
+    fn default_stream(&self) -> HStream {
         match self.never {}
     }
-    fn synchronize(&self) -> Result<()> {
+    fn create_stream(&self) -> DriverResult<HStream> {
         match self.never {}
     }
-    fn stream_synchronize(&self, _stream: &HipStream) -> Result<()> {
+    fn stream_key(&self, stream: &HStream) -> u64 {
+        match stream.never {}
+    }
+    fn is_default_stream(&self, _: &HStream) -> bool {
         match self.never {}
     }
-    fn is_capturing(&self, _stream: &HipStream) -> Result<bool> {
+    fn stream_synchronize(&self, _: &HStream) -> DriverResult<()> {
         match self.never {}
     }
-    fn new_event(&self) -> Result<HipEvent> {
+    fn capture_id(&self, _: &HStream) -> DriverResult<Option<u64>> {
         match self.never {}
     }
-    fn record_event(&self, _event: &HipEvent) -> Result<()> {
+}
+
+impl DriverEvents for HipDevice {
+    type Event = HEvent;
+    fn create_event(&self, _: EventOptions) -> DriverResult<HEvent> {
         match self.never {}
     }
-    fn wait_event(&self, _event: &HipEvent) -> Result<()> {
+    fn record_event(&self, event: &HEvent, _: &HStream) -> DriverResult<()> {
+        match event.never {}
+    }
+    fn wait_event(&self, _: &HStream, _: &HEvent) -> DriverResult<()> {
         match self.never {}
     }
-    fn event_synchronize(&self, _event: &HipEvent) -> Result<()> {
+    fn event_synchronize(&self, _: &HEvent) -> DriverResult<()> {
         match self.never {}
     }
-    fn alloc(&self, _len: usize) -> Result<HipBuffer> {
+    fn event_query(&self, _: &HEvent) -> DriverResult<bool> {
         match self.never {}
     }
-    fn upload(&self, _dst: &HipBuffer, _src: &[f32]) -> Result<()> {
+    fn elapsed_ms(&self, _: &HEvent, _: &HEvent) -> DriverResult<f32> {
         match self.never {}
     }
-    fn download(&self, _src: &HipBuffer) -> Result<Vec<f32>> {
+}
+
+impl DriverMemory for HipDevice {
+    type Block = HBlock;
+    fn malloc(&self, _: usize) -> DriverResult<HBlock> {
         match self.never {}
     }
-    fn memory_stats(&self) -> MemoryStats {
+    fn free(&self, _: HBlock) -> DriverResult<()> {
         match self.never {}
     }
-    fn fill(&self, _x: &HipBuffer, _value: f32) -> Result<()> {
+    fn block_address(&self, block: &HBlock) -> u64 {
+        match block.never {}
+    }
+    fn upload(&self, _: &HBlock, _: &[u8], _: &HStream) -> DriverResult<()> {
         match self.never {}
     }
-    fn copy(&self, _dst: &HipBuffer, _src: &HipBuffer) -> Result<()> {
+    fn download(&self, _: &HBlock, _: &mut [u8], _: &HStream) -> DriverResult<()> {
         match self.never {}
     }
-    fn add_scalar(&self, _x: &HipBuffer, _c: f32) -> Result<()> {
+}
+
+impl DriverCapture for HipDevice {
+    type Graph = HGraph;
+    fn begin_capture(&self, _: &HStream, _: CaptureErrorMode) -> DriverResult<()> {
         match self.never {}
     }
-    fn scale(&self, _x: &HipBuffer, _a: f32) -> Result<()> {
+    fn end_capture(&self, _: &HStream) -> DriverResult<HGraph> {
         match self.never {}
     }
-    fn axpy(&self, _y: &HipBuffer, _a: f32, _x: &HipBuffer) -> Result<()> {
+    fn exchange_capture_mode(&self, _: CaptureErrorMode) -> DriverResult<CaptureErrorMode> {
         match self.never {}
     }
-    fn host_callback(&self, _f: HostCallback) -> Result<()> {
+}
+
+impl DriverGraphs for HipDevice {
+    type Exec = HGraphExec;
+    fn instantiate(&self, graph: &HGraph) -> DriverResult<HGraphExec> {
+        match graph.never {}
+    }
+    fn upload_exec(&self, exec: &HGraphExec, _: &HStream) -> DriverResult<()> {
+        match exec.never {}
+    }
+    fn launch_exec(&self, _: &HGraphExec, _: &HStream) -> DriverResult<()> {
         match self.never {}
     }
-    fn graph(&self, _options: GraphOptions) -> Result<HipGraph> {
+    fn node_count(&self, _: &HGraph) -> DriverResult<usize> {
+        match self.never {}
+    }
+    fn topology(&self, _: &HGraph) -> DriverResult<GraphTopology> {
+        match self.never {}
+    }
+    fn dot_dump(&self, _: &HGraph, _: &Path) -> Option<DriverResult<()>> {
+        match self.never {}
+    }
+}
+
+impl DriverOps for HipDevice {
+    fn launch_op(&self, _: PortableOp<Region<'_, HBlock>>, _: &HStream) -> DriverResult<()> {
+        match self.never {}
+    }
+    unsafe fn launch_host(&self, _: &HStream, _: HostFn, _: *mut c_void) -> DriverResult<()> {
         match self.never {}
     }
 }

@@ -3,6 +3,9 @@
 //!
 //! * every function the shim exports is listed in its symbol-version script (the script hides
 //!   whatever it does not list);
+//! * every HIP function the backend's sources call (linked, or looked up at run time) is
+//!   exported by the shim — the binaries' imports are checked again on the GPU machine
+//!   (`scripts/device/run-hip.sh`), this catches a missing entry here first;
 //! * with the `runtime` feature (HIP headers present), the HIP 5.2 values the shim writes out
 //!   match the real headers, checked by compiling `shim/abi_check.cpp`.
 
@@ -54,6 +57,76 @@ fn every_exported_function_has_a_symbol_version() {
     assert!(
         stale.is_empty(),
         "in the version script but not defined: {stale:?}"
+    );
+}
+
+/// The identifier starting at `text`'s beginning.
+fn identifier(text: &str) -> &str {
+    let end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    &text[..end]
+}
+
+/// HIP functions the backend's sources call: every `ffi::hip...(` (all HIP calls go through
+/// the `ffi` module; a `link_name` alias counts as the symbol it names) and every symbol
+/// `ffi.rs` looks up at run time (`c"hip..."`).
+fn called_functions() -> BTreeSet<String> {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let ffi = std::fs::read_to_string(src.join("ffi.rs")).expect("src/ffi.rs");
+    // `#[link_name = "X"]` followed by `fn Y(`: Y is X.
+    let mut aliases = Vec::new();
+    for (i, _) in ffi.match_indices("link_name = \"") {
+        let linked = identifier(&ffi[i + "link_name = \"".len()..]);
+        if let Some(j) = ffi[i..].find("fn ") {
+            aliases.push((identifier(&ffi[i + j + 3..]).to_owned(), linked.to_owned()));
+        }
+    }
+    let mut called = BTreeSet::new();
+    for entry in std::fs::read_dir(&src).expect("src/") {
+        let path = entry.expect("src/ entry").path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        for (i, _) in text.match_indices("ffi::hip") {
+            let name = identifier(&text[i + "ffi::".len()..]);
+            let after = text[i + "ffi::".len() + name.len()..].trim_start();
+            if after.starts_with('(') {
+                let name = aliases
+                    .iter()
+                    .find(|(alias, _)| alias == name)
+                    .map_or(name, |(_, linked)| linked.as_str());
+                called.insert(name.to_owned());
+            }
+        }
+    }
+    for (i, _) in ffi.match_indices("c\"hip") {
+        called.insert(identifier(&ffi[i + 2..]).to_owned());
+    }
+    called
+}
+
+#[test]
+fn every_hip_function_the_backend_calls_is_exported() {
+    let called = called_functions();
+    assert!(called.len() > 30, "parsed too few calls: {called:?}");
+    for expected in [
+        "hipGraphNodeGetType",
+        "hipEventRecordWithFlags",
+        "hipEventElapsedTime",
+        "hiprtcCompileProgram",
+    ] {
+        assert!(
+            called.contains(expected),
+            "{expected} not found in {called:?}"
+        );
+    }
+    let exported = exported_functions();
+    let missing: Vec<_> = called.difference(&exported).collect();
+    assert!(
+        missing.is_empty(),
+        "called by the backend but not exported by the shim: {missing:?}"
     );
 }
 

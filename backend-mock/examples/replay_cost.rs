@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions, Result};
+use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions, PortableOps, Result};
 use accel_graph_mock::{MockBackend, MockBuffer};
 
 /// Elements per buffer: tiny, so the figures measure per-node overhead, not arithmetic.
@@ -85,7 +85,6 @@ fn main() -> Result<()> {
                     }
                     Ok(())
                 })
-                .and_then(|r| r)
                 .expect("capture");
             })
         });

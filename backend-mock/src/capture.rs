@@ -8,7 +8,11 @@ use crate::{MockDevice, graph::MockRawGraph, stream::MockStreamState};
 impl DriverCapture for MockDevice {
     type Graph = MockRawGraph;
 
-    fn begin_capture(&self, stream: &std::sync::Arc<MockStreamState>, _mode: CaptureErrorMode) -> DriverResult<()> {
+    fn begin_capture(
+        &self,
+        stream: &std::sync::Arc<MockStreamState>,
+        _mode: CaptureErrorMode,
+    ) -> DriverResult<()> {
         self.alive()?;
         self.capture.begin(stream.index())
     }

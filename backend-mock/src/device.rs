@@ -142,4 +142,3 @@ impl std::fmt::Debug for MockDevice {
             .finish()
     }
 }
-

@@ -121,7 +121,11 @@ impl DriverEvents for MockDevice {
         Ok(!event.pending.load(Ordering::Acquire))
     }
 
-    fn elapsed_ms(&self, start: &Arc<MockEventState>, end: &Arc<MockEventState>) -> DriverResult<f32> {
+    fn elapsed_ms(
+        &self,
+        start: &Arc<MockEventState>,
+        end: &Arc<MockEventState>,
+    ) -> DriverResult<f32> {
         self.alive()?;
         for event in [start, end] {
             if event.pending.load(Ordering::Acquire)

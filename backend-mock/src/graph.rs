@@ -81,11 +81,19 @@ impl DriverGraphs for MockDevice {
         })
     }
 
-    fn upload_exec(&self, _exec: &MockExecutable, _stream: &Arc<MockStreamState>) -> DriverResult<()> {
+    fn upload_exec(
+        &self,
+        _exec: &MockExecutable,
+        _stream: &Arc<MockStreamState>,
+    ) -> DriverResult<()> {
         self.alive()
     }
 
-    fn launch_exec(&self, exec: &MockExecutable, stream: &Arc<MockStreamState>) -> DriverResult<()> {
+    fn launch_exec(
+        &self,
+        exec: &MockExecutable,
+        stream: &Arc<MockStreamState>,
+    ) -> DriverResult<()> {
         self.alive()?;
         self.fault(FaultSite::Replay)?;
         if self.faults.check(FaultSite::DeviceFault).is_err() {

@@ -134,7 +134,10 @@ impl AddressSpace {
             });
         let Ok(address) = address else {
             self.unreserve(bytes);
-            return Err(Self::out_of_memory(bytes, "the virtual address space is exhausted"));
+            return Err(Self::out_of_memory(
+                bytes,
+                "the virtual address space is exhausted",
+            ));
         };
         let init = if self.poison { f32::NAN } else { 0.0 }.to_bits();
         cells.resize_with(bytes.div_ceil(4), || AtomicU32::new(init));

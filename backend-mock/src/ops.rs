@@ -17,7 +17,10 @@ use accel_graph_driver::{
     api::{DriverOps, HostFn, Region},
 };
 
-use crate::{MockDevice, counters::Counters, event::MockEventState, memory::MockBlock, stream::MockStreamState};
+use crate::{
+    MockDevice, counters::Counters, event::MockEventState, memory::MockBlock,
+    stream::MockStreamState,
+};
 
 /// The elements an op touches: the first `len` of a block.
 #[derive(Clone)]
@@ -127,7 +130,9 @@ fn run_op(op: &PortableOp<Cells>) {
     match op {
         PortableOp::Fill { x, value } => {
             let bits = value.to_bits();
-            x.get().iter().for_each(|c| c.store(bits, Ordering::Relaxed));
+            x.get()
+                .iter()
+                .for_each(|c| c.store(bits, Ordering::Relaxed));
         }
         PortableOp::Copy { dst, src } => {
             for (d, s) in dst.get().iter().zip(src.get()) {
@@ -135,7 +140,9 @@ fn run_op(op: &PortableOp<Cells>) {
             }
         }
         PortableOp::AddScalar { x, .. } | PortableOp::Scale { x, .. } => {
-            x.get().iter().for_each(|c| store(c, op.element(load(c), 0.0)));
+            x.get()
+                .iter()
+                .for_each(|c| store(c, op.element(load(c), 0.0)));
         }
         PortableOp::Axpy { y, x, .. } => {
             for (yi, xi) in y.get().iter().zip(x.get()) {
@@ -251,12 +258,24 @@ mod tests {
     #[test]
     fn elementwise_ops() {
         let x = cells(&[1.0, 2.0]);
-        run_op(&PortableOp::AddScalar { x: x.clone(), c: 1.0 });
-        run_op(&PortableOp::Scale { x: x.clone(), a: 3.0 });
+        run_op(&PortableOp::AddScalar {
+            x: x.clone(),
+            c: 1.0,
+        });
+        run_op(&PortableOp::Scale {
+            x: x.clone(),
+            a: 3.0,
+        });
         assert_eq!(values(&x), vec![6.0, 9.0]);
         let y = cells(&[0.0, 0.0]);
-        run_op(&PortableOp::Copy { dst: y.clone(), src: x.clone() });
-        run_op(&PortableOp::Fill { x: x.clone(), value: -1.0 });
+        run_op(&PortableOp::Copy {
+            dst: y.clone(),
+            src: x.clone(),
+        });
+        run_op(&PortableOp::Fill {
+            x: x.clone(),
+            value: -1.0,
+        });
         assert_eq!((values(&x), values(&y)), (vec![-1.0, -1.0], vec![6.0, 9.0]));
     }
 }

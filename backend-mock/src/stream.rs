@@ -132,7 +132,10 @@ impl Drop for MockStreamState {
         // A stream dropped while stalled: its queued work is dropped with it (as work of a
         // destroyed stream never runs on a device).
         if self.stall.get_mut().map(|s| s.is_some()).unwrap_or(false) {
-            tracing::warn!(stream = self.key, "a stalled mock stream was dropped with queued work");
+            tracing::warn!(
+                stream = self.key,
+                "a stalled mock stream was dropped with queued work"
+            );
         }
     }
 }

@@ -1,13 +1,13 @@
 //! The same program gives the same results, node ids, device addresses and DOT bytes.
 
-use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions, Result};
+use accel_graph_api::prelude::*;
 use accel_graph_mock::MockBackend;
 
 /// Everything observable about one run of the program.
 #[derive(Debug, PartialEq)]
 struct Run {
     addresses: Vec<u64>,
-    stream_indices: Vec<usize>,
+    stream_indices: Vec<u64>,
     dot: Vec<u8>,
     topology: accel_graph_api::GraphTopology,
     results: Vec<Vec<f32>>,
@@ -19,12 +19,12 @@ fn program(backend: &MockBackend, dir: &std::path::Path, name: &str) -> Result<R
     let (main, side) = (backend.new_stream()?, backend.new_stream()?);
     let (fork, join) = (backend.new_event()?, backend.new_event()?);
     let mut g = backend.graph(GraphOptions::new().keep_graph(true))?;
-    let tmp = backend.capture_on(&main, &mut g, || -> Result<_> {
+    let tmp = backend.capture_on(&main, &mut g, || {
         let tmp = backend.alloc(3)?; // from the graph's pool
         backend.copy(&tmp, &x)?;
         backend.record_event(&fork)?;
         {
-            let _s = backend.use_stream(&side);
+            let _s = backend.use_stream(&side)?;
             backend.wait_event(&fork)?;
             backend.scale(&y, 3.0)?;
             backend.record_event(&join)?;
@@ -34,15 +34,15 @@ fn program(backend: &MockBackend, dir: &std::path::Path, name: &str) -> Result<R
         backend.axpy(&y, -1.5, &tmp)?;
         backend.fill(&x, 7.0)?;
         Ok(tmp)
-    })??;
+    })?;
     g.replay()?;
     g.replay()?;
     let path = dir.join(name);
     g.debug_dump(&path)?;
     Ok(Run {
         addresses: vec![x.device_address(), y.device_address(), tmp.device_address()],
-        stream_indices: vec![main.index(), side.index()],
-        dot: std::fs::read(&path)?,
+        stream_indices: vec![main.raw().index(), side.raw().index()],
+        dot: std::fs::read(&path).map_err(|e| GraphError::io(&path, e))?,
         topology: g.nodes()?,
         results: vec![
             backend.download(&x)?,
@@ -99,7 +99,6 @@ fn replay_equals_eager_bit_for_bit() {
     let s = b.new_stream().unwrap();
     let mut g = b.graph(GraphOptions::new()).unwrap();
     b.capture_on(&s, &mut g, || program(&graph_x, &graph_y))
-        .unwrap()
         .unwrap();
     for _ in 0..3 {
         g.replay().unwrap();

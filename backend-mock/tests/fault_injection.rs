@@ -1,18 +1,14 @@
-//! Fault injection: the n-th alloc / instantiate / replay fails once, with a typed error.
+//! Fault injection: the n-th alloc / instantiate / replay fails once, with a typed error; an
+//! injected device fault breaks the device for good.
 
-use accel_graph_api::{AcceleratorGraph, Backend, GraphError, GraphOptions, GraphState};
-use accel_graph_mock::{FaultSite, MockBackend};
+use accel_graph_api::{MemoryStats, prelude::*};
+use accel_graph_mock::{FaultSite, MockBackend, MockBuffer, MockGraph};
 
-fn captured(
-    b: &MockBackend,
-    keep: bool,
-) -> (accel_graph_mock::MockGraph, accel_graph_mock::MockBuffer) {
+fn captured(b: &MockBackend, keep: bool) -> (MockGraph, MockBuffer) {
     let x = b.alloc_from(&[0.0]).unwrap();
     let s = b.new_stream().unwrap();
     let mut g = b.graph(GraphOptions::new().keep_graph(keep)).unwrap();
-    b.capture_on(&s, &mut g, || b.add_scalar(&x, 1.0))
-        .unwrap()
-        .unwrap();
+    b.capture_on(&s, &mut g, || b.add_scalar(&x, 1.0)).unwrap();
     (g, x)
 }
 
@@ -42,12 +38,34 @@ fn nth_alloc_fails_once() {
 #[test]
 fn alloc_fault_inside_capture_leaves_the_capture_usable() {
     let b = MockBackend::new();
+    let x = b.alloc_from(&[0.0]).unwrap();
     let s = b.new_stream().unwrap();
     let mut g = b.graph(GraphOptions::new()).unwrap();
     b.inject_fault(FaultSite::Alloc, 1);
-    let out = b.capture_on(&s, &mut g, || b.alloc(8).map(|_| ())).unwrap();
-    assert!(matches!(out, Err(GraphError::InjectedFault { .. })));
+    {
+        let _current = b.use_stream(&s).unwrap();
+        g.capture_begin().unwrap();
+        assert!(matches!(b.alloc(8), Err(GraphError::InjectedFault { .. })));
+        // The failed allocation did not invalidate the capture.
+        b.add_scalar(&x, 1.0).unwrap();
+        g.capture_end().unwrap();
+    }
     assert_eq!(g.state(), GraphState::Ready);
+    g.replay().unwrap();
+    assert_eq!(b.download(&x).unwrap(), vec![1.0]);
+}
+
+#[test]
+fn alloc_fault_in_a_scoped_capture_discards_it() {
+    let b = MockBackend::new();
+    let s = b.new_stream().unwrap();
+    let mut g = b.graph(GraphOptions::new()).unwrap();
+    b.inject_fault(FaultSite::Alloc, 1);
+    let err = b.capture_on(&s, &mut g, || b.alloc(8)).unwrap_err();
+    assert!(matches!(err, GraphError::InjectedFault { .. }));
+    assert_eq!(g.state(), GraphState::Empty);
+    assert!(!b.is_capturing(&s).unwrap());
+    assert_eq!(b.memory_stats(), MemoryStats::default());
 }
 
 #[test]
@@ -70,9 +88,7 @@ fn instantiate_fault_at_capture_end_discards_the_graph() {
     assert_eq!(g.state(), GraphState::Empty);
     assert!(!b.is_capturing(&s).unwrap());
     // Usable again.
-    b.capture_on(&s, &mut g, || b.add_scalar(&x, 1.0))
-        .unwrap()
-        .unwrap();
+    b.capture_on(&s, &mut g, || b.add_scalar(&x, 1.0)).unwrap();
     g.replay().unwrap();
     assert_eq!(b.download(&x).unwrap(), vec![1.0]);
 }
@@ -109,6 +125,21 @@ fn nth_replay_fails_and_does_not_run() {
     g.replay().unwrap();
     assert_eq!(b.download(&x).unwrap(), vec![2.0]);
     assert_eq!(b.counters().replays, 2);
+}
+
+#[test]
+fn a_device_fault_breaks_the_device_for_good() {
+    let b = MockBackend::new();
+    let (mut g, x) = captured(&b, false);
+    b.inject_fault(FaultSite::DeviceFault, 1);
+    assert!(matches!(g.replay(), Err(GraphError::DeviceFault { .. })));
+    // Every later call reports it again.
+    assert!(matches!(b.alloc(1), Err(GraphError::DeviceFault { .. })));
+    assert!(matches!(
+        b.download(&x),
+        Err(GraphError::DeviceFault { .. })
+    ));
+    assert!(matches!(g.replay(), Err(GraphError::DeviceFault { .. })));
 }
 
 #[test]

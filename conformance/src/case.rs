@@ -1,62 +1,122 @@
 //! `Case`: one named, self-checking piece of the specification.
 
+use std::sync::Arc;
+
 use accel_graph_api::{Backend, Capabilities};
+
+use crate::Target;
 
 /// What a case needs from the backend: `Ok(())` to run it, `Err(reason)` to skip it with the
 /// reason printed (for example `"backend has no host callbacks"`).
 pub type Requirement = fn(&Capabilities) -> Result<(), String>;
 
+/// What a case's body returns: `Err` carries the failure message.
+pub type CaseResult = Result<(), String>;
+
+/// The body of a case.
+type Body<B> = Arc<dyn Fn(&Target<B>) -> CaseResult + Send + Sync>;
+
 /// One case of the suite: a named check of one point of the specification.
 ///
-/// `run` returns `Ok(())` when the backend behaves as specified and `Err(message)` saying what
-/// differed otherwise. A case cleans up after itself: no stream left capturing, every buffer and
-/// graph it made dropped, the thread's current stream restored.
+/// The body returns `Ok(())` when the backend behaves as specified and `Err(message)` saying
+/// what differed otherwise. A case cleans up after itself: no stream left capturing, every
+/// buffer and graph it made dropped, the thread's current stream restored — the harness checks
+/// the last two after every case ([`crate::run_case`]).
+///
+/// ```
+/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_conformance::{Case, Outcome, Target, requirements, run_case};
+/// use accel_graph_mock::MockBackend;
+///
+/// let body = |t: &Target<MockBackend>| {
+///     let x = t.alloc(4).map_err(|e| e.to_string())?;
+///     t.fill(&x, 2.0).map_err(|e| e.to_string())?;
+///     let data = t.download(&x).map_err(|e| e.to_string())?;
+///     if data == [2.0; 4] { Ok(()) } else { Err(format!("got {data:?}")) }
+/// };
+/// let case = Case::new("9.99 fill writes every element", "examples", requirements::none, body);
+/// let outcome = run_case(&Target::single(MockBackend::new()), &case).outcome;
+/// assert_eq!(outcome, Outcome::Passed);
+/// ```
 pub struct Case<B: Backend> {
-    /// Stable, unique name, starting with the point of the design it checks (`"5.01 ..."`).
+    /// Stable, unique name, starting with the number of the rule it checks (`"5.06a ..."`;
+    /// docs/SEMANTICS.md says what each number means).
     pub name: &'static str,
-    /// The group it belongs to (`"5.05 misuse"`, `"utilities"`, ...).
+    /// The group it belongs to (`"5.05 misuse"`, `"7 bucketed cache"`, ...).
     pub section: &'static str,
     /// Checks the backend's capabilities; an `Err` skips the case with that reason.
     pub requires: Requirement,
-    /// Runs the case; `Err` is a failure with its message.
-    pub run: fn(&B) -> Result<(), String>,
+    /// The case opens another instance of the device ([`Target::another_instance`]): it is
+    /// skipped on a target that cannot.
+    pub needs_another_instance: bool,
+    body: Body<B>,
 }
 
 impl<B: Backend> Case<B> {
-    /// A case with a requirement.
+    /// A case named `name` in `section`, run when `requires` holds.
     pub fn new(
         name: &'static str,
         section: &'static str,
         requires: Requirement,
-        run: fn(&B) -> Result<(), String>,
+        body: impl Fn(&Target<B>) -> CaseResult + Send + Sync + 'static,
     ) -> Self {
         Case {
             name,
             section,
             requires,
-            run,
+            needs_another_instance: false,
+            body: Arc::new(body),
         }
+    }
+
+    /// The same case, marked as opening another instance of the device.
+    pub fn needing_another_instance(mut self) -> Self {
+        self.needs_another_instance = true;
+        self
     }
 
     /// Why the case must be skipped on a backend with `caps`, if it must.
     pub fn skip_reason(&self, caps: &Capabilities) -> Option<String> {
         (self.requires)(caps).err()
     }
+
+    /// Why the case must be skipped on `target`, if it must: a missing capability, or no way to
+    /// open the other instance the case needs.
+    pub fn skip_reason_on(&self, target: &Target<B>) -> Option<String> {
+        self.skip_reason(&target.capabilities()).or_else(|| {
+            (self.needs_another_instance && !target.can_open_another()).then(|| {
+                "the case opens a second instance of the device, and the suite was given a \
+                 single instance (give it a factory: conformance_main! or run_report_with)"
+                    .to_owned()
+            })
+        })
+    }
+
+    /// Runs the body on `target` as is: no skip check, no leak check, panics propagate (see
+    /// [`crate::run_case`] for all three).
+    pub fn run(&self, target: &Target<B>) -> CaseResult {
+        (self.body)(target)
+    }
 }
 
 impl<B: Backend> Clone for Case<B> {
     fn clone(&self) -> Self {
-        *self
+        Case {
+            name: self.name,
+            section: self.section,
+            requires: self.requires,
+            needs_another_instance: self.needs_another_instance,
+            body: Arc::clone(&self.body),
+        }
     }
 }
-
-impl<B: Backend> Copy for Case<B> {}
 
 impl<B: Backend> std::fmt::Debug for Case<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Case")
             .field("name", &self.name)
             .field("section", &self.section)
+            .field("needs_another_instance", &self.needs_another_instance)
             .finish()
     }
 }

@@ -1,12 +1,14 @@
 //! Helpers the cases share: errors turned into messages that say what was being checked,
-//! leak checks, reading buffers back, and the "graph still works after reset" check.
+//! reading buffers back, and the "graph still works after reset" check. (Leaks are checked by
+//! the harness after every case: [`crate::run_case`].)
 
 use std::panic::{self, AssertUnwindSafe};
 
-use accel_graph_api::{AcceleratorGraph, Backend, GraphError, GraphOptions, GraphState};
+use accel_graph_api::{
+    AcceleratorGraph, Backend, GraphError, GraphOptions, GraphState, StreamGuard,
+};
 
-/// What a case returns: `Err` carries the failure message.
-pub(crate) type CaseResult = Result<(), String>;
+pub(crate) use crate::CaseResult;
 
 /// `return Err(message)` unless `cond` holds.
 macro_rules! ensure {
@@ -55,24 +57,9 @@ impl<T> Ctx<T> for Result<T, GraphError> {
     }
 }
 
-/// Runs `body`, then checks that the backend holds exactly the memory it held before and that
-/// the calling thread's current stream is the one it had: a case must leave nothing behind.
-pub(crate) fn leak_checked<B: Backend>(b: &B, body: impl FnOnce() -> CaseResult) -> CaseResult {
-    let before = b.memory_stats();
-    let stream_before = b.current_stream();
-    body()?;
-    ensure!(
-        b.current_stream() == stream_before,
-        "the thread's current stream was not restored ({:?} instead of {:?})",
-        b.current_stream(),
-        stream_before
-    );
-    let after = b.memory_stats();
-    ensure!(
-        after == before,
-        "memory not returned after everything was dropped: before {before:?}, after {after:?}"
-    );
-    Ok(())
+/// Makes `stream` current until the guard drops (`with stream:`).
+pub(crate) fn on_stream<B: Backend>(b: &B, stream: &B::Stream) -> Result<StreamGuard<B>, String> {
+    b.use_stream(stream).ctx("use_stream")
 }
 
 /// Waits for all work, then downloads `buf`.
@@ -136,13 +123,12 @@ pub(crate) fn capture_add_one<B: Backend>(
     x: &B::Buffer,
 ) -> CaseResult {
     b.capture_on(stream, g, || b.add_scalar(x, 1.0))
-        .ctx("capture")?
-        .ctx("add_scalar during capture")
+        .ctx("capture of x += 1")
 }
 
 /// Replays `g` with `stream` current.
 pub(crate) fn replay_on<B: Backend>(b: &B, stream: &B::Stream, g: &mut B::Graph) -> CaseResult {
-    let _current = b.use_stream(stream);
+    let _current = on_stream(b, stream)?;
     g.replay().ctx("replay")
 }
 
@@ -178,4 +164,18 @@ pub(crate) fn expect_panic<R>(f: impl FnOnce() -> R) -> Option<String> {
 /// A buffer of `len` elements `0, 1, 2, ...` scaled by `step`.
 pub(crate) fn ramp(len: usize, step: f32) -> Vec<f32> {
     (0..len).map(|i| i as f32 * step).collect()
+}
+
+/// Runs `f` on a new thread and waits for it; a panic there becomes a failure message naming
+/// `what`.
+pub(crate) fn on_other_thread<T: Send>(
+    what: &str,
+    f: impl FnOnce() -> T + Send,
+) -> Result<T, String> {
+    std::thread::scope(|s| s.spawn(f).join()).map_err(|payload| {
+        format!(
+            "{what} on another thread panicked: {}",
+            crate::report::panic_message(&*payload)
+        )
+    })
 }

@@ -1,37 +1,46 @@
 //! The libtest-compatible entry point behind [`crate::conformance_main!`].
 
-use std::process::ExitCode;
+use std::{process::ExitCode, sync::Arc};
 
 use accel_graph_api::{Backend, GraphError};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
-use crate::{Outcome, cases, report::run_case};
+use crate::{Outcome, Target, cases, report::run_case};
 
 /// Runs the suite as a `harness = false` test binary: one libtest trial per case, so
 /// `cargo test` lists them, honours name filters and closes with `N passed; N failed;
 /// N ignored`. Use it through [`crate::conformance_main!`].
 ///
-/// * If `backend` is an error (no device, no driver), every case is reported ignored and the
+/// `factory` opens an instance of the backend under test. It is called once for the instance
+/// every case runs on, and again whenever a case needs another instance of the same device
+/// (see [`Target::another_instance`]).
+///
+/// * If the factory fails (no device, no driver), every case is reported ignored and the
 ///   reason is printed once: `skipped: backend cuda unavailable: ...`.
 /// * A case whose requirement the backend lacks is ignored, with the reason printed.
 /// * Cases run one at a time on the main thread (see [`trials`]).
-pub fn run_trials<B: Backend>(backend: Result<B, GraphError>) -> ExitCode {
+pub fn run_trials<B: Backend>(
+    factory: impl Fn() -> Result<B, GraphError> + Send + Sync + 'static,
+) -> ExitCode {
     let mut args = Arguments::from_args();
     if args.test_threads.is_some_and(|n| n != 1) {
         eprintln!("accel-graph conformance: cases run one at a time (--test-threads ignored)");
     }
     args.test_threads = Some(1);
-    libtest_mimic::run(&args, trials(backend)).exit_code()
+    libtest_mimic::run(&args, trials(factory)).exit_code()
 }
 
-/// The suite as libtest trials, one per case, in suite order (what [`run_trials`] runs).
+/// The suite as libtest trials, one per case, in suite order (what [`run_trials`] runs), on
+/// the instances `factory` opens.
 ///
 /// Run them one at a time (`test_threads = Some(1)`): a capture in `global` mode forbids
-/// unsafe calls on every thread, so concurrent cases would disturb each other. Skip reasons
-/// (backend unavailable, missing capability) are printed here, once, and reported again by
-/// each ignored trial.
-pub fn trials<B: Backend>(backend: Result<B, GraphError>) -> Vec<Trial> {
-    match backend {
+/// unsafe calls on every thread (and through every instance of the device), so concurrent
+/// cases would disturb each other. Skip reasons (backend unavailable, missing capability) are
+/// printed here, once, and reported again by each ignored trial.
+pub fn trials<B: Backend>(
+    factory: impl Fn() -> Result<B, GraphError> + Send + Sync + 'static,
+) -> Vec<Trial> {
+    match Target::from_factory(Arc::new(factory)) {
         Err(error) => {
             // Said once, in full; each trial only points back to it.
             println!("skipped: {error}");
@@ -44,20 +53,19 @@ pub fn trials<B: Backend>(backend: Result<B, GraphError>) -> Vec<Trial> {
                 })
                 .collect()
         }
-        Ok(backend) => {
-            let caps = backend.capabilities();
-            crate::report::print_banner(&backend, &caps);
+        Ok(target) => {
+            crate::report::print_banner(target.backend(), &target.capabilities());
             let all = cases::<B>();
             for case in &all {
-                if let Some(reason) = case.skip_reason(&caps) {
+                if let Some(reason) = case.skip_reason_on(&target) {
                     println!("skipped: {}: {reason}", case.name);
                 }
             }
             all.into_iter()
                 .map(|case| {
-                    let backend = backend.clone();
+                    let target = target.clone();
                     Trial::ignorable_test(case.name, move || {
-                        match run_case(&backend, &case).outcome {
+                        match run_case(&target, &case).outcome {
                             Outcome::Passed => Ok(Completion::Completed),
                             Outcome::Skipped(reason) => Ok(Completion::ignored_with(reason)),
                             Outcome::Failed(message) => Err(Failed::from(message)),
@@ -70,7 +78,10 @@ pub fn trials<B: Backend>(backend: Result<B, GraphError>) -> Vec<Trial> {
 }
 
 /// Expands to the `fn main()` of a `harness = false` test target that runs the whole suite on
-/// the backend `$ctor` builds (an expression of type `Result<B, GraphError>`).
+/// the backend `$factory` opens: an expression of type `Result<B, GraphError>`, evaluated
+/// each time the suite needs an instance — once for the instance every case runs on, and again
+/// for each case that opens another instance of the same device. It must therefore open a new
+/// instance of the *same device* every time (not return a clone).
 ///
 /// In `backend-x/Cargo.toml`:
 ///
@@ -89,21 +100,21 @@ pub fn trials<B: Backend>(backend: Result<B, GraphError>) -> Vec<Trial> {
 /// accel_graph_conformance::conformance_main!(accel_graph_cuda::CudaBackend::new(0));
 /// ```
 ///
-/// The mock's own run is the same line with a constructor that cannot fail:
+/// The mock's own run opens instances that share one simulated device, as CUDA instances of
+/// one GPU share its capture-mode rules:
 ///
 /// ```no_run
-/// accel_graph_conformance::conformance_main!(Ok::<_, accel_graph_api::GraphError>(
-///     accel_graph_mock::MockBackend::new()
-/// ));
+/// use accel_graph_mock::{MockBackend, MockConfig};
+/// accel_graph_conformance::conformance_main!(MockBackend::with_config(MockConfig::shared(0)));
 /// ```
 ///
 /// Then `cargo test -p backend-x --test conformance` runs one test per case, and
 /// `cargo test -p backend-x --test conformance -- 5.06` only the capture-mode cases.
 #[macro_export]
 macro_rules! conformance_main {
-    ($ctor:expr) => {
+    ($factory:expr) => {
         fn main() -> ::std::process::ExitCode {
-            $crate::run_trials($ctor)
+            $crate::run_trials(|| $factory)
         }
     };
 }

@@ -5,12 +5,17 @@
 //! case checks one point of the semantics (capture records without executing, replay equals
 //! eager, `keep_graph`, every misuse as its own [`accel_graph_api::GraphError`], capture
 //! modes, fork/join, pools, debug dumps, panic safety, empty captures, replay streams,
-//! introspection) using only the public `Backend` / `AcceleratorGraph` API. Two randomized
-//! cases run seeded, reproducible random programs (replay == eager, bit for bit) and random
-//! API call sequences checked against a model of PyTorch's graph state machine.
+//! introspection), and the seed utilities of `accel-graph-utils` (graphed callables, the
+//! full-iteration wrapper, shared resources, the bucketed cache), using only the public
+//! `Backend` / `AcceleratorGraph` API. Two randomized cases run seeded, reproducible random
+//! programs (replay == eager, bit for bit) and random API call sequences checked against a model
+//! of PyTorch's graph state machine.
 //!
-//! A case the backend cannot run (say, no host callbacks) is **skipped with the missing
-//! capability named**, never counted as passed.
+//! Every case is a [`Case`] in one declared list ([`cases`]), named after the rule it checks
+//! (`"5.06a ..."`); `docs/SEMANTICS.md` states each rule. A case the backend cannot run (say,
+//! no host callbacks) is **skipped with the missing capability named**, never counted as passed.
+//! After every case the harness checks that the backend holds the memory it held before and
+//! that the current stream was restored ([`run_case`]).
 //!
 //! ## Plugging a backend in
 //!
@@ -25,21 +30,27 @@
 //! harness = false
 //! ```
 //!
-//! with `tests/conformance.rs` holding one line, the backend's constructor (a
-//! `Result<B, GraphError>`; an error such as `BackendUnavailable` marks every case ignored and
-//! prints why):
+//! with `tests/conformance.rs` holding one line: a *factory* of the backend, an expression of
+//! type `Result<B, GraphError>` that opens a new instance of the device each time it is
+//! evaluated (an error such as `BackendUnavailable` marks every case ignored and prints why):
 //!
 //! ```text
 //! accel_graph_conformance::conformance_main!(accel_graph_cuda::CudaBackend::new(0));
 //! ```
+//!
+//! Every case runs on one instance; cases about several instances of one device (objects and
+//! pool ids of another instance are refused, a `global` capture forbids unsafe calls through
+//! every instance, utilities keep their singletons per instance) open another one through
+//! [`Target::another_instance`].
 //!
 //! `cargo test -p <backend> --test conformance` then lists one test per case, honours name
 //! filters (`-- 5.06`) and closes with libtest's `N passed; N failed; N ignored`. The random
 //! cases' sizes come from [`SuiteConfig::from_env`] (`ACCEL_GRAPH_CONFORMANCE_PROGRAMS`,
 //! `ACCEL_GRAPH_CONFORMANCE_SEQUENCES`); GPU runs lower them.
 //!
-//! Outside a test harness, [`run_report`] runs everything and prints a table closing with
-//! `N passed, N failed, N skipped`:
+//! Outside a test harness, [`run_report_with`] (a factory) or [`run_report`] (one instance: the
+//! cases that open another instance are skipped) runs everything and prints a table closing
+//! with `N passed, N failed, N skipped`:
 //!
 //! ```no_run
 //! let report = accel_graph_conformance::run_report(&accel_graph_mock::MockBackend::new());
@@ -53,17 +64,18 @@ mod check;
 mod config;
 mod harness;
 mod report;
-pub mod utilities;
+mod target;
 mod warnings;
 
 pub use accel_graph_api;
-pub use case::{Case, Requirement, requirements};
+pub use case::{Case, CaseResult, Requirement, requirements};
 pub use config::{PROGRAMS_ENV, SEQUENCES_ENV, SuiteConfig};
 pub use harness::{run_trials, trials};
 pub use libtest_mimic;
-pub use report::{CaseOutcome, Outcome, Report, run_case, run_report};
+pub use report::{CaseOutcome, Outcome, Report, run_case, run_report, run_report_with};
+pub use target::{Factory, Target};
 
-/// Every case of the suite, in a stable order, for backend `B`.
+/// Every case of the suite, in its declared order, for backend `B`.
 ///
 /// ```
 /// use accel_graph_mock::MockBackend;
@@ -74,5 +86,5 @@ pub use report::{CaseOutcome, Outcome, Report, run_case, run_report};
 /// assert_eq!(names.len(), cases.len(), "case names are unique");
 /// ```
 pub fn cases<B: accel_graph_api::Backend>() -> Vec<Case<B>> {
-    cases::all::<B>()
+    cases::suite::<B>()
 }

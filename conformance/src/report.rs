@@ -5,9 +5,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use accel_graph_api::Backend;
+use accel_graph_api::{Backend, GraphError, MemoryStats};
 
-use crate::{Case, cases};
+use crate::{Case, Target, cases};
 
 /// How one case ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,16 +127,27 @@ impl Report {
     }
 }
 
-/// Runs one case on `backend`: skipped when its requirement fails, failed on `Err` or panic.
-pub fn run_case<B: Backend>(backend: &B, case: &Case<B>) -> CaseOutcome {
+/// Runs one case on `target`: skipped when its requirement fails (or it needs another
+/// instance the target cannot open), failed on `Err` or panic, and failed too when it leaves
+/// something behind: the backend must hold exactly the memory it held before the case (every
+/// buffer and graph the case made is dropped by then), and the calling thread's current stream
+/// must be the one it had.
+pub fn run_case<B: Backend>(target: &Target<B>, case: &Case<B>) -> CaseOutcome {
     let start = Instant::now();
-    let outcome = match case.skip_reason(&backend.capabilities()) {
+    let outcome = match case.skip_reason_on(target) {
         Some(reason) => Outcome::Skipped(reason),
-        None => match panic::catch_unwind(AssertUnwindSafe(|| (case.run)(backend))) {
-            Ok(Ok(())) => Outcome::Passed,
-            Ok(Err(message)) => Outcome::Failed(message),
-            Err(payload) => Outcome::Failed(format!("panicked: {}", panic_message(&*payload))),
-        },
+        None => {
+            let memory_before = target.memory_stats();
+            let stream_before = target.current_stream();
+            match panic::catch_unwind(AssertUnwindSafe(|| case.run(target))) {
+                Ok(Ok(())) => match left_behind(target.backend(), &memory_before, &stream_before) {
+                    None => Outcome::Passed,
+                    Some(message) => Outcome::Failed(message),
+                },
+                Ok(Err(message)) => Outcome::Failed(message),
+                Err(payload) => Outcome::Failed(format!("panicked: {}", panic_message(&*payload))),
+            }
+        }
     };
     let duration = if matches!(outcome, Outcome::Skipped(_)) {
         Duration::ZERO
@@ -151,19 +162,64 @@ pub fn run_case<B: Backend>(backend: &B, case: &Case<B>) -> CaseOutcome {
     }
 }
 
-/// Runs every case on `backend`, one after the other on the calling thread, prints the table
-/// and the closing line `N passed, N failed, N skipped`, and returns the report.
+/// What a passed case left behind, if anything: memory still held, or the current stream not
+/// restored.
+fn left_behind<B: Backend>(
+    backend: &B,
+    memory_before: &MemoryStats,
+    stream_before: &B::Stream,
+) -> Option<String> {
+    let stream_after = backend.current_stream();
+    if stream_after != *stream_before {
+        return Some(format!(
+            "the thread's current stream was not restored ({stream_after:?} instead of \
+             {stream_before:?})"
+        ));
+    }
+    let memory_after = backend.memory_stats();
+    (memory_after != *memory_before).then(|| {
+        format!(
+            "memory not returned after everything was dropped: before {memory_before:?}, \
+             after {memory_after:?}"
+        )
+    })
+}
+
+/// Runs every case on one instance, one after the other on the calling thread, prints the
+/// table and the closing line `N passed, N failed, N skipped`, and returns the report. Cases
+/// that open a second instance of the device are skipped; [`run_report_with`] runs them too.
 ///
 /// ```no_run
 /// let report = accel_graph_conformance::run_report(&accel_graph_mock::MockBackend::new());
 /// assert!(report.all_passed());
 /// ```
 pub fn run_report<B: Backend>(backend: &B) -> Report {
-    let caps = backend.capabilities();
-    print_banner(backend, &caps);
+    report_on(&Target::single(backend.clone()))
+}
+
+/// Runs every case on the instance `factory` opens (and on further instances it opens for the
+/// cases that need another instance of the device), prints the table and the closing line,
+/// and returns the report. If the factory fails, its error is returned and nothing runs.
+///
+/// ```no_run
+/// use accel_graph_mock::{MockBackend, MockConfig};
+/// let report = accel_graph_conformance::run_report_with(|| {
+///     MockBackend::with_config(MockConfig::shared(0))
+/// })?;
+/// assert!(report.all_passed());
+/// # Ok::<(), accel_graph_api::GraphError>(())
+/// ```
+pub fn run_report_with<B: Backend>(
+    factory: impl Fn() -> Result<B, GraphError> + Send + Sync + 'static,
+) -> Result<Report, GraphError> {
+    Ok(report_on(&Target::open(factory)?))
+}
+
+fn report_on<B: Backend>(target: &Target<B>) -> Report {
+    print_banner(target.backend(), &target.capabilities());
     let mut report = Report::default();
     for case in cases::<B>() {
-        report.push(run_case(backend, &case));
+        report.push(run_case(target, &case));
     }
     print!("{}", report.table());
     println!("{}", report.summary());

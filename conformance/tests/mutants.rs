@@ -4,10 +4,11 @@
 use std::sync::{Arc, Mutex};
 
 use accel_graph_api::{
-    Backend, BackendKind, Capabilities, GraphOptions, HostCallback, MemoryStats, Result,
+    Backend, BackendKind, BlockInfo, Capabilities, EventOptions, GraphError, GraphOptions,
+    HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp, PortableOps, Result,
 };
-use accel_graph_conformance::{Outcome, cases, run_case};
-use accel_graph_mock::MockBackend;
+use accel_graph_conformance::{Outcome, Target, cases, run_case};
+use accel_graph_mock::{MockBackend, MockBuffer, MockConfig};
 
 /// One way of getting the semantics wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +30,7 @@ enum Flaw {
 struct Mutant {
     inner: MockBackend,
     flaw: Flaw,
-    leaked: Arc<Mutex<Vec<<MockBackend as Backend>::Buffer>>>,
+    leaked: Arc<Mutex<Vec<MockBuffer>>>,
 }
 
 impl Mutant {
@@ -42,10 +43,27 @@ impl Mutant {
     }
 }
 
+impl PortableOps for Mutant {
+    type Buffer = MockBuffer;
+
+    fn launch(&self, op: PortableOp<&MockBuffer>) -> Result<()> {
+        match (self.flaw, op) {
+            (Flaw::AddScalarOff, PortableOp::AddScalar { x, c }) => {
+                self.inner.add_scalar(x, c + 1.0 / 1024.0)
+            }
+            (Flaw::ScaleNotCaptured, PortableOp::Scale { .. })
+                if self.inner.is_capturing(&self.inner.current_stream())? =>
+            {
+                Ok(())
+            }
+            _ => self.inner.launch(op),
+        }
+    }
+}
+
 impl Backend for Mutant {
     type Stream = <MockBackend as Backend>::Stream;
     type Event = <MockBackend as Backend>::Event;
-    type Buffer = <MockBackend as Backend>::Buffer;
     type Graph = <MockBackend as Backend>::Graph;
 
     fn kind(&self) -> BackendKind {
@@ -57,6 +75,9 @@ impl Backend for Mutant {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
+    fn instance_cache(&self) -> &InstanceCache {
+        self.inner.instance_cache()
+    }
     fn default_stream(&self) -> Self::Stream {
         self.inner.default_stream()
     }
@@ -66,7 +87,7 @@ impl Backend for Mutant {
     fn current_stream(&self) -> Self::Stream {
         self.inner.current_stream()
     }
-    fn set_current_stream(&self, stream: &Self::Stream) -> Self::Stream {
+    fn set_current_stream(&self, stream: &Self::Stream) -> Result<Self::Stream> {
         self.inner.set_current_stream(stream)
     }
     fn synchronize(&self) -> Result<()> {
@@ -81,8 +102,8 @@ impl Backend for Mutant {
             _ => self.inner.is_capturing(stream),
         }
     }
-    fn new_event(&self) -> Result<Self::Event> {
-        self.inner.new_event()
+    fn new_event_with(&self, options: EventOptions) -> Result<Self::Event> {
+        self.inner.new_event_with(options)
     }
     fn record_event(&self, event: &Self::Event) -> Result<()> {
         self.inner.record_event(event)
@@ -93,6 +114,12 @@ impl Backend for Mutant {
     fn event_synchronize(&self, event: &Self::Event) -> Result<()> {
         self.inner.event_synchronize(event)
     }
+    fn event_query(&self, event: &Self::Event) -> Result<bool> {
+        self.inner.event_query(event)
+    }
+    fn elapsed_time(&self, start: &Self::Event, end: &Self::Event) -> Result<f32> {
+        self.inner.elapsed_time(start, end)
+    }
     fn alloc(&self, len: usize) -> Result<Self::Buffer> {
         self.inner.alloc(len)
     }
@@ -102,30 +129,17 @@ impl Backend for Mutant {
     fn download(&self, src: &Self::Buffer) -> Result<Vec<f32>> {
         self.inner.download(src)
     }
+    fn record_stream(&self, buffer: &Self::Buffer, stream: &Self::Stream) -> Result<()> {
+        self.inner.record_stream(buffer, stream)
+    }
     fn memory_stats(&self) -> MemoryStats {
         self.inner.memory_stats()
     }
-    fn fill(&self, x: &Self::Buffer, value: f32) -> Result<()> {
-        self.inner.fill(x, value)
+    fn memory_snapshot(&self) -> Vec<BlockInfo> {
+        self.inner.memory_snapshot()
     }
-    fn copy(&self, dst: &Self::Buffer, src: &Self::Buffer) -> Result<()> {
-        self.inner.copy(dst, src)
-    }
-    fn add_scalar(&self, x: &Self::Buffer, c: f32) -> Result<()> {
-        match self.flaw {
-            Flaw::AddScalarOff => self.inner.add_scalar(x, c + 1.0 / 1024.0),
-            _ => self.inner.add_scalar(x, c),
-        }
-    }
-    fn scale(&self, x: &Self::Buffer, a: f32) -> Result<()> {
-        let capturing = self.inner.is_capturing(&self.inner.current_stream())?;
-        match self.flaw {
-            Flaw::ScaleNotCaptured if capturing => Ok(()),
-            _ => self.inner.scale(x, a),
-        }
-    }
-    fn axpy(&self, y: &Self::Buffer, a: f32, x: &Self::Buffer) -> Result<()> {
-        self.inner.axpy(y, a, x)
+    fn empty_cache(&self) -> Result<()> {
+        self.inner.empty_cache()
     }
     fn host_callback(&self, f: HostCallback) -> Result<()> {
         self.inner.host_callback(f)
@@ -140,19 +154,23 @@ impl Backend for Mutant {
         }
         self.inner.graph(options)
     }
-    fn graph_pool_handle(&self) -> accel_graph_api::PoolId {
+    fn graph_pool_handle(&self) -> PoolId {
         self.inner.graph_pool_handle()
     }
 }
 
-/// The outcome of the case whose name starts with `prefix` on a mock with `flaw`.
-fn outcome(flaw: Flaw, prefix: &str) -> Outcome {
-    let backend = Mutant::new(flaw);
-    let case = cases::<Mutant>()
+/// The case whose name starts with `prefix`.
+fn case<B: Backend>(prefix: &str) -> accel_graph_conformance::Case<B> {
+    cases::<B>()
         .into_iter()
         .find(|c| c.name.starts_with(prefix))
-        .unwrap_or_else(|| panic!("no case {prefix}"));
-    run_case(&backend, &case).outcome
+        .unwrap_or_else(|| panic!("no case {prefix}"))
+}
+
+/// The outcome of the case whose name starts with `prefix` on a mock with `flaw`.
+fn outcome(flaw: Flaw, prefix: &str) -> Outcome {
+    let target = Target::open(move || Ok(Mutant::new(flaw))).expect("the mutant opens");
+    run_case(&target, &case(prefix)).outcome
 }
 
 fn assert_fails(flaw: Flaw, prefix: &str) {
@@ -200,12 +218,8 @@ fn missing_capability_is_a_skip_with_reason() {
     let backend = Mutant::new(Flaw::Faithful);
     let mut caps = backend.capabilities();
     caps.host_callbacks = false;
-    let case = cases::<Mutant>()
-        .into_iter()
-        .find(|c| c.name.starts_with("5.01c"))
-        .expect("host callback case");
     assert_eq!(
-        case.skip_reason(&caps).as_deref(),
+        case::<Mutant>("5.01c").skip_reason(&caps).as_deref(),
         Some("backend has no host callbacks")
     );
 }
@@ -214,12 +228,12 @@ fn missing_capability_is_a_skip_with_reason() {
 #[test]
 fn unavailable_backend_ignores_every_case() {
     use accel_graph_conformance::libtest_mimic::{Arguments, run};
-    let trials = accel_graph_conformance::trials::<Mutant>(Err(
-        accel_graph_api::GraphError::BackendUnavailable {
+    let trials = accel_graph_conformance::trials(|| {
+        Err::<Mutant, _>(GraphError::BackendUnavailable {
             backend: "mock",
             reason: "switched off for this test".into(),
-        },
-    ));
+        })
+    });
     let count = trials.len() as u64;
     assert_eq!(count as usize, cases::<Mutant>().len());
     // The nested run logs to a file, so its summary line does not mix with this test's.
@@ -238,4 +252,46 @@ fn unavailable_backend_ignores_every_case() {
         ),
         (0, 0, count)
     );
+}
+
+/// Cases about several instances of a device are skipped, with the reason, on a target of one
+/// instance (what `run_report(&backend)` runs on), and run on a target with a factory.
+#[test]
+fn second_instance_cases_need_a_factory() {
+    let single = Target::single(MockBackend::new());
+    match run_case(&single, &case("5.05r")).outcome {
+        Outcome::Skipped(reason) => assert!(reason.contains("single instance"), "{reason}"),
+        other => panic!("5.05r on a single instance: {other:?}"),
+    }
+    let factory =
+        Target::open(|| MockBackend::with_config(MockConfig::shared(41))).expect("the mock opens");
+    assert_eq!(run_case(&factory, &case("5.05r")).outcome, Outcome::Passed);
+}
+
+/// A factory whose instances are separate devices (each `MockBackend::new()` is one) breaks
+/// the rule that a global capture forbids unsafe calls through every instance of the device:
+/// the case that checks it fails.
+#[test]
+fn instances_of_separate_devices_fail_the_device_wide_rule() {
+    let separate = Target::open(|| Ok(MockBackend::new())).expect("the mock opens");
+    assert!(matches!(
+        run_case(&separate, &case("5.06r")).outcome,
+        Outcome::Failed(_)
+    ));
+    let shared =
+        Target::open(|| MockBackend::with_config(MockConfig::shared(42))).expect("the mock opens");
+    assert_eq!(run_case(&shared, &case("5.06r")).outcome, Outcome::Passed);
+}
+
+/// A factory that hands out the same instance again is refused by `another_instance`.
+#[test]
+fn a_factory_returning_clones_is_refused() {
+    let one = MockBackend::new();
+    let target = Target::open(move || Ok(one.clone())).expect("the mock opens");
+    let err = target.another_instance().unwrap_err();
+    assert!(err.contains("primary instance again"), "{err}");
+    assert!(matches!(
+        run_case(&target, &case("5.05q")).outcome,
+        Outcome::Failed(_)
+    ));
 }

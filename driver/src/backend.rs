@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use accel_graph_api::{
-    Backend, BackendKind, BlockInfo, Capabilities, DeviceBuffer, EventOptions, Graph,
-    GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp,
-    PortableOps, Result, backend_kit::new_graph,
+    Backend, BackendKind, BlockInfo, Capabilities, DeviceBuffer, EventOptions, Graph, GraphError,
+    GraphOptions, HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp, PortableOps,
+    Result, backend_kit::new_graph,
 };
 
 use crate::{
@@ -198,7 +198,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let shared = &self.shared;
         // A device-wide wait includes the capturing streams: it conflicts with every capture,
         // whatever its mode or thread.
-        shared.domain.rules.check_device_synchronize("synchronize")?;
+        shared
+            .domain
+            .rules
+            .check_device_synchronize("synchronize")?;
         shared.bind()?;
         shared.check(
             shared.driver.synchronize(),
@@ -235,7 +238,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
     fn new_event_with(&self, options: EventOptions) -> Result<DriverEvent<D>> {
         let shared = &self.shared;
         shared.bind()?;
-        let raw = shared.check(shared.driver.create_event(options), CallSite::op("new_event"))?;
+        let raw = shared.check(
+            shared.driver.create_event(options),
+            CallSite::op("new_event"),
+        )?;
         Ok(DriverEvent {
             raw,
             instance: shared.id,
@@ -459,24 +465,27 @@ impl<D: Driver> Backend for DriverBackend<D> {
                     entry.next_host_node(),
                     entry.graph
                 );
-                let data = entry.keep_callback(HostCall::new(
-                    f,
-                    label,
-                    Arc::clone(&shared.host_panics),
-                ));
+                let data =
+                    entry.keep_callback(HostCall::new(f, label, Arc::clone(&shared.host_panics)));
                 // SAFETY: the callback lives in the capture's keep-alive set, then in the
                 // graph's, then among the retired callbacks until a device synchronization:
                 // as long as any executable of the capture can launch.
-                let launched =
-                    unsafe { shared.driver.launch_host(&stream.inner.raw, host::run_kept, data) };
+                let launched = unsafe {
+                    shared
+                        .driver
+                        .launch_host(&stream.inner.raw, host::run_kept, data)
+                };
                 shared.check(launched, CallSite::op("host_callback"))?;
             }
             None => {
                 let call = HostCall::new(f, "(eager)".to_owned(), Arc::clone(&shared.host_panics));
                 let data = Box::into_raw(call).cast::<std::ffi::c_void>();
                 // SAFETY: ownership of `data` passes to `run_once`, which frees it when it runs.
-                let launched =
-                    unsafe { shared.driver.launch_host(&stream.inner.raw, host::run_once, data) };
+                let launched = unsafe {
+                    shared
+                        .driver
+                        .launch_host(&stream.inner.raw, host::run_once, data)
+                };
                 if let Err(e) = launched {
                     // SAFETY: the launch failed, so the host function never runs: reclaim it.
                     drop(unsafe { Box::from_raw(data.cast::<HostCall>()) });

@@ -130,8 +130,7 @@ impl<D: Driver> CaptureEntry<D> {
     /// Ends the capture's membership: no stream takes part in it any more. Returns what the
     /// graph must keep alive.
     pub(crate) fn close(self: &Arc<Self>) -> KeepAlive<D> {
-        let members =
-            std::mem::take(&mut *self.members.lock().unwrap_or_else(|e| e.into_inner()));
+        let members = std::mem::take(&mut *self.members.lock().unwrap_or_else(|e| e.into_inner()));
         for stream in members.iter().filter_map(Weak::upgrade) {
             stream.leave_capture(self);
         }

@@ -27,7 +27,11 @@ pub(crate) struct HostPanics {
 
 impl HostPanics {
     fn record(&self, callback: &str, message: String) {
-        tracing::error!(callback, message, "a host callback panicked; the panic was caught");
+        tracing::error!(
+            callback,
+            message,
+            "a host callback panicked; the panic was caught"
+        );
         self.caught
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -44,7 +48,9 @@ impl HostPanics {
         let caught = std::mem::take(&mut *self.caught.lock().unwrap_or_else(|e| e.into_inner()));
         self.any.store(false, Ordering::Release);
         match caught.into_iter().next() {
-            Some((callback, message)) => Err(GraphError::HostCallbackPanicked { callback, message }),
+            Some((callback, message)) => {
+                Err(GraphError::HostCallbackPanicked { callback, message })
+            }
             None => Ok(()),
         }
     }

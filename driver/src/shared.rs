@@ -7,7 +7,10 @@ use std::sync::{
 
 use accel_graph_api::{
     BackendKind, Capabilities, CaptureErrorMode, GraphError, InstanceCache, Result,
-    backend_kit::{CurrentStream, pools::{MemoryPools, OwnedAllocation}},
+    backend_kit::{
+        CurrentStream,
+        pools::{MemoryPools, OwnedAllocation},
+    },
 };
 
 use crate::{
@@ -238,7 +241,10 @@ impl<D: Driver> Shared<D> {
 impl<D: Driver> Drop for Shared<D> {
     fn drop(&mut self) {
         let retired = self.retired.get_mut().unwrap_or_else(|e| e.into_inner());
-        let pending = self.pending_frees.get_mut().unwrap_or_else(|e| e.into_inner());
+        let pending = self
+            .pending_frees
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner());
         if !retired.is_empty() || !pending.is_empty() {
             // Queued host nodes may still call retired callbacks, and streams may still use
             // pending memory: wait for the device before both go.

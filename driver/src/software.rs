@@ -152,10 +152,7 @@ impl<C> SoftwareCapture<C> {
             return Err(error(EmulatedCudaError::CaptureInvalidated, reason.clone()));
         }
         let id = capture.nodes.len();
-        let deps = std::mem::replace(
-            capture.frontiers.entry(stream).or_default(),
-            vec![id],
-        );
+        let deps = std::mem::replace(capture.frontiers.entry(stream).or_default(), vec![id]);
         capture.nodes.push(Node { command, deps });
         Ok(None)
     }
@@ -185,7 +182,12 @@ impl<C> SoftwareCapture<C> {
     /// Makes `stream` wait for `mark`: CUDA's fork/join rules (see the module documentation).
     /// `Ok(())` for eager marks on a stream that is not capturing: ordering those is the
     /// driver's business.
-    pub fn wait_event<E>(&self, stream: u64, is_default: bool, mark: &EventMark<E>) -> DriverResult<()> {
+    pub fn wait_event<E>(
+        &self,
+        stream: u64,
+        is_default: bool,
+        mark: &EventMark<E>,
+    ) -> DriverResult<()> {
         let mut state = self.lock();
         let State {
             captures,
@@ -301,7 +303,12 @@ impl<C> SoftwareCapture<C> {
             .cloned()
             .unwrap_or_default();
         let mut joined = vec![false; capture.nodes.len()];
-        for &d in capture.nodes.iter().flat_map(|n| &n.deps).chain(&origin_tail) {
+        for &d in capture
+            .nodes
+            .iter()
+            .flat_map(|n| &n.deps)
+            .chain(&origin_tail)
+        {
             if let Some(j) = joined.get_mut(d) {
                 *j = true;
             }

@@ -184,7 +184,7 @@ impl<B: Backend> BucketRun<'_, B> {
 /// The callable's [`ModuleMode`](crate::ModuleMode) is not consulted: inference runs one mode.
 ///
 /// ```
-/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_api::{Backend, DeviceBuffer, PortableOps};
 /// use accel_graph_utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes};
 /// use accel_graph_mock::MockBackend;
 ///

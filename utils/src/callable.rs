@@ -44,7 +44,7 @@ impl std::fmt::Display for ModuleMode {
 /// not read results back to the host (a blocking call that invalidates a capture).
 ///
 /// ```
-/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_api::{Backend, DeviceBuffer, PortableOps};
 /// use accel_graph_utils::{Callable, ModuleMode};
 /// use accel_graph_mock::MockBackend;
 ///
@@ -96,7 +96,7 @@ impl<B: Backend> Callable<B> for Box<dyn Callable<B> + '_> {
 /// `nn.Module` with `train()` / `eval()`.
 ///
 /// ```
-/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_api::{Backend, DeviceBuffer, PortableOps};
 /// use accel_graph_utils::{Callable, Modal, ModuleMode};
 /// use accel_graph_mock::MockBackend;
 ///

@@ -60,7 +60,8 @@ impl<B: Backend> StageState<B> {
 /// place (weights, optimizer moments) must live in buffers allocated before the capture.
 ///
 /// ```
-/// use accel_graph_api::{Backend, GraphError, utils::{FullGraphWrapper, SignaturePolicy, Stage}};
+/// use accel_graph_api::{Backend, DeviceBuffer, GraphError, PortableOps};
+/// use accel_graph_utils::{FullGraphWrapper, SignaturePolicy, Stage};
 /// use accel_graph_mock::MockBackend;
 ///
 /// type Buf = accel_graph_mock::MockBuffer;

@@ -96,7 +96,7 @@ pub struct GraphedCallStats {
 /// A callable captured by [`make_graphed_callables`]; call it like the original.
 ///
 /// ```
-/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_api::{Backend, DeviceBuffer, PortableOps};
 /// use accel_graph_utils::{make_graphed_callable, GraphedCallableOptions};
 /// use accel_graph_mock::MockBackend;
 ///
@@ -229,7 +229,7 @@ impl<B: Backend, C: Callable<B>> GraphedCallable<B, C> {
 /// Graphs one callable: [`make_graphed_callables`] with a single callable.
 ///
 /// ```
-/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_api::{Backend, DeviceBuffer, PortableOps};
 /// use accel_graph_utils::{make_graphed_callable, GraphedCallableOptions};
 /// use accel_graph_mock::MockBackend;
 ///
@@ -276,7 +276,7 @@ pub fn make_graphed_callable<B: Backend, C: Callable<B>>(
 /// (nothing stays capturing: a failed capture is discarded).
 ///
 /// ```
-/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_api::{Backend, DeviceBuffer, PortableOps};
 /// use accel_graph_utils::{make_graphed_callables, Callable, GraphedCallableOptions};
 /// use accel_graph_mock::MockBackend;
 ///

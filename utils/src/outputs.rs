@@ -13,7 +13,8 @@ use accel_graph_api::Backend;
 /// Either way it dereferences to `[B::Buffer]`.
 ///
 /// ```
-/// use accel_graph_api::{Backend, utils::Outputs};
+/// use accel_graph_api::{Backend, DeviceBuffer};
+/// use accel_graph_utils::Outputs;
 /// use accel_graph_mock::MockBackend;
 ///
 /// let backend = MockBackend::new();

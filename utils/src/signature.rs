@@ -9,7 +9,8 @@ use accel_graph_api::DeviceBuffer;
 /// every microbatch. A graph replays only for steps of the signature it was captured with.
 ///
 /// ```
-/// use accel_graph_api::{Backend, utils::StepSignature};
+/// use accel_graph_api::{Backend, DeviceBuffer};
+/// use accel_graph_utils::StepSignature;
 /// use accel_graph_mock::MockBackend;
 ///
 /// let backend = MockBackend::new();

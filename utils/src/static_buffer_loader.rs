@@ -13,7 +13,7 @@ use crate::{arguments::check_inputs, stage::Stage};
 /// (so the next replay reads complete inputs).
 ///
 /// ```
-/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_api::{Backend, DeviceBuffer, PortableOps};
 /// use accel_graph_utils::{Stage, StaticBufferLoader};
 /// use accel_graph_mock::MockBackend;
 ///

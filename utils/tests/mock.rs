@@ -1,5 +1,7 @@
-//! Mock-only checks of the seed utilities: what the mock's counters, fault injection and
-//! instance identity let a test see beyond the generic checks of the conformance suite.
+//! Mock-only checks of the seed utilities: what the mock's counters and fault injection let a
+//! test see beyond the checks of the conformance suite (its §7 cases, which every backend
+//! runs), and a few details those cases leave open (capture order, the shared stream and mode
+//! of the full-iteration wrapper, vLLM's default sizes).
 
 use std::{
     cell::Cell,
@@ -7,14 +9,15 @@ use std::{
 };
 
 use accel_graph_api::{
-    AcceleratorGraph, Backend, CaptureErrorMode, GraphError, GraphState, Result,
-    utils::{
-        BucketedCacheOptions, BucketedGraphCache, Callable, CaptureSizes, FullGraphWrapper,
-        GraphedCallableOptions, Stage, make_graphed_callable, make_graphed_callables,
-        release_shared_resources, shared_capture_stream, shared_graph_pool,
-    },
+    AcceleratorGraph, Backend, CaptureErrorMode, DeviceBuffer, GraphError, GraphState, PortableOps,
+    Result,
 };
 use accel_graph_mock::{FaultSite, MockBackend};
+use accel_graph_utils::{
+    BucketedCacheOptions, BucketedGraphCache, Callable, CaptureSizes, FullGraphWrapper,
+    GraphedCallableOptions, Stage, make_graphed_callable, make_graphed_callables,
+    release_shared_resources, shared_capture_stream,
+};
 
 type Buf = accel_graph_mock::MockBuffer;
 
@@ -25,20 +28,6 @@ fn double_plus_one(b: &MockBackend, x: &[&Buf]) -> Result<Vec<Buf>> {
     b.scale(&y, 2.0)?;
     b.add_scalar(&y, 1.0)?;
     Ok(vec![y])
-}
-
-#[test]
-fn singletons_are_per_backend_instance_and_releasable() -> Result<()> {
-    let (a, b) = (MockBackend::new(), MockBackend::new());
-    assert_ne!(shared_graph_pool(&a), shared_graph_pool(&b));
-    assert_ne!(shared_capture_stream(&a)?, shared_capture_stream(&b)?);
-    let pool = shared_graph_pool(&a);
-    assert_eq!(release_shared_resources(&a), 2);
-    assert_eq!(release_shared_resources(&a), 0);
-    assert_ne!(shared_graph_pool(&a), pool);
-    assert_eq!(release_shared_resources(&b), 2);
-    release_shared_resources(&a);
-    Ok(())
 }
 
 #[test]
@@ -105,7 +94,7 @@ fn graphs_are_captured_in_order_on_one_pool_and_release_it() -> Result<()> {
         0,
         "pool memory must be released"
     );
-    assert_eq!(backend.memory_stats().pools, 0);
+    assert!(backend.memory_stats().pools.is_empty());
     Ok(())
 }
 
@@ -191,24 +180,6 @@ fn full_graph_captures_on_the_shared_stream_in_thread_local_mode() -> Result<()>
 }
 
 #[test]
-fn full_graph_replay_reads_new_inputs_through_static_buffers() -> Result<()> {
-    let backend = MockBackend::new();
-    let mut wrapper =
-        FullGraphWrapper::new(&backend, |b: &MockBackend, _: Stage, mbs: &[&[&Buf]]| {
-            double_plus_one(b, mbs[0])
-        })?;
-    for i in 0..5 {
-        let x = backend.alloc_from(&[i as f32; 3])?;
-        let out = wrapper.run(Stage::Validation, &[&[&x]])?;
-        assert_eq!(backend.download(&out[0])?, vec![2.0 * i as f32 + 1.0; 3]);
-        // The caller's buffer may go right away: the graph reads only the static buffers.
-    }
-    assert_eq!(wrapper.static_buffers(Stage::Validation).len(), 1);
-    assert_eq!(wrapper.replays(Stage::Validation), 4);
-    Ok(())
-}
-
-#[test]
 fn vllm_default_sizes_capture_largest_first_into_one_pool() -> Result<()> {
     let backend = MockBackend::new();
     let order = std::cell::RefCell::new(Vec::new());
@@ -229,7 +200,7 @@ fn vllm_default_sizes_capture_largest_first_into_one_pool() -> Result<()> {
     assert_eq!(order.borrow().first(), Some(&256));
     assert_eq!(order.borrow().last(), Some(&1));
     // Each bucket's temporaries and outputs come from the one pool.
-    assert_eq!(backend.memory_stats().pools, 1);
+    assert_eq!(backend.memory_stats().pools.len(), 1);
     let run = cache.run(&[&vec![1.0; 4 * 100]])?;
     assert_eq!(run.bucket(), Some(104));
     assert_eq!(run.download(0)?, vec![3.0; 400]);

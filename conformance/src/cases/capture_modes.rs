@@ -1,425 +1,357 @@
-//! §5.6: capture error modes, with CUDA's semantics. The unsafe call is a plain `alloc`
-//! (outside the capture's pool): made on the capturing thread with a non-capturing stream
-//! current, or from another thread (whose current stream is the default stream).
-
-use std::thread;
+//! §5.6: capture error modes, with CUDA's semantics.
+//!
+//! Every case is a table of rows ([`rows`]): begin capturing `x += 1` in some mode, make one
+//! call somewhere (on the capturing thread, on another thread, through another instance of the
+//! device), and check the expected outcome — allowed (the capture goes on and replays), refused
+//! (`UnsafeDuringCapture` naming the mode and the conflict, and the capture is invalidated) or,
+//! for `capture_end` from another thread, `WrongThread` (the capture goes on). One runner
+//! ([`check_row`]) checks every row; [`every_unsafe_call`] lists the whole matrix of calls,
+//! modes and threads with the outcome CUDA's rules give ([`expected`]).
 
 use accel_graph_api::{
-    AcceleratorGraph, Backend, CaptureErrorMode, GraphError, GraphOptions, GraphState,
+    AcceleratorGraph, Backend, CaptureConflict, CaptureErrorMode, GraphError, GraphOptions,
+    GraphState,
 };
 
+pub(crate) use self::{Call::*, Expect::*, Place::*};
 use crate::{
-    Case,
-    case::requirements,
+    Target,
     check::{
-        CaseResult, Ctx, ensure, expect_all, expect_capturing, expect_err, expect_state,
-        leak_checked, new_graph, recaptures_after_reset, replay_on,
+        CaseResult, Ctx, ensure, expect_all, expect_capturing, expect_err, expect_state, new_graph,
+        on_other_thread, on_stream, recaptures_after_reset, replay_on,
     },
 };
+pub(crate) use accel_graph_api::CaptureConflict::{CapturingThread, EveryMode, OtherThread};
 
-const SECTION: &str = "5.06 capture modes";
-
-pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
-    let req = requirements::capture_modes_enforced;
-    vec![
-        Case::new(
-            "5.06a global: unsafe call on the capturing thread errors and invalidates",
-            SECTION,
-            req,
-            |b: &B| own_thread_unsafe(b, CaptureErrorMode::Global),
-        ),
-        Case::new(
-            "5.06b thread_local: unsafe call on the capturing thread errors and invalidates",
-            SECTION,
-            req,
-            |b: &B| own_thread_unsafe(b, CaptureErrorMode::ThreadLocal),
-        ),
-        Case::new(
-            "5.06c relaxed: unsafe call on the capturing thread is allowed",
-            SECTION,
-            req,
-            |b: &B| own_thread_unsafe(b, CaptureErrorMode::Relaxed),
-        ),
-        Case::new(
-            "5.06d default behaves as global on the capturing thread",
-            SECTION,
-            req,
-            |b: &B| own_thread_unsafe(b, CaptureErrorMode::Default),
-        ),
-        Case::new(
-            "5.06e global: unsafe call from another thread errors and invalidates",
-            SECTION,
-            req,
-            |b: &B| other_thread_unsafe(b, CaptureErrorMode::Global),
-        ),
-        Case::new(
-            "5.06f thread_local: unsafe call from another thread is allowed",
-            SECTION,
-            req,
-            |b: &B| other_thread_unsafe(b, CaptureErrorMode::ThreadLocal),
-        ),
-        Case::new(
-            "5.06g relaxed: unsafe call from another thread is allowed",
-            SECTION,
-            req,
-            |b: &B| other_thread_unsafe(b, CaptureErrorMode::Relaxed),
-        ),
-        Case::new(
-            "5.06h default behaves as global from another thread",
-            SECTION,
-            req,
-            |b: &B| other_thread_unsafe(b, CaptureErrorMode::Default),
-        ),
-        Case::new(
-            "5.06i global: synchronize() on the capturing thread errors and invalidates",
-            SECTION,
-            req,
-            synchronize_during_capture::<B>,
-        ),
-        Case::new(
-            "5.06j global: capture_end from another thread is WrongThread",
-            SECTION,
-            req,
-            |b: &B| end_from_other_thread(b, CaptureErrorMode::Global),
-        ),
-        Case::new(
-            "5.06k thread_local: capture_end from another thread is WrongThread",
-            SECTION,
-            req,
-            |b: &B| end_from_other_thread(b, CaptureErrorMode::ThreadLocal),
-        ),
-        Case::new(
-            "5.06l default: capture_end from another thread is WrongThread",
-            SECTION,
-            req,
-            |b: &B| end_from_other_thread(b, CaptureErrorMode::Default),
-        ),
-        Case::new(
-            "5.06m relaxed: capture_end from another thread works",
-            SECTION,
-            req,
-            |b: &B| end_from_other_thread(b, CaptureErrorMode::Relaxed),
-        ),
-        Case::new(
-            "5.06n relaxed: stream_synchronize on the capturing stream still fails and invalidates",
-            SECTION,
-            req,
-            sync_capturing_stream_relaxed::<B>,
-        ),
-        Case::new(
-            "5.06p relaxed: device synchronize on the capturing thread fails and invalidates",
-            SECTION,
-            req,
-            |b: &B| device_synchronize_conflicts(b, CaptureErrorMode::Relaxed, false),
-        ),
-        Case::new(
-            "5.06q thread_local: device synchronize from another thread fails and invalidates",
-            SECTION,
-            req,
-            |b: &B| device_synchronize_conflicts(b, CaptureErrorMode::ThreadLocal, true),
-        ),
-        Case::new(
-            "5.06o is_capturing is legal during a global capture, from any thread",
-            SECTION,
-            req,
-            is_capturing_always_legal::<B>,
-        ),
-    ]
+/// Where the call is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// On the capturing thread, through the capturing instance.
+    SameThread,
+    /// On another thread, through the capturing instance.
+    AnotherThread,
+    /// On the capturing thread, through another instance of the device.
+    AnotherInstance,
+    /// On another thread, through another instance of the device.
+    AnotherInstanceAndThread,
 }
 
-fn forbids_on_own_thread(mode: CaptureErrorMode) -> bool {
-    mode.resolved() != CaptureErrorMode::Relaxed
+impl Place {
+    fn other_thread(self) -> bool {
+        matches!(self, AnotherThread | AnotherInstanceAndThread)
+    }
+
+    fn other_instance(self) -> bool {
+        matches!(self, AnotherInstance | AnotherInstanceAndThread)
+    }
 }
 
-fn forbids_on_other_thread(mode: CaptureErrorMode) -> bool {
-    mode.resolved() == CaptureErrorMode::Global
+/// The call made during the capture. Unless it says otherwise it is made with an idle
+/// (non-capturing, non-default) stream current where it is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// A plain allocation (outside the capture's pool).
+    PlainAlloc,
+    /// A device-wide `synchronize()`.
+    Synchronize,
+    /// `stream_synchronize` of the capturing stream.
+    SyncCapturingStream,
+    /// `stream_synchronize` of an idle stream.
+    SyncIdleStream,
+    /// `event_synchronize` of an event never recorded.
+    EventSynchronize,
+    /// A blocking `upload` (on the capturing thread: with the capturing stream current).
+    Upload,
+    /// A blocking `download` (on the capturing thread: with the capturing stream current).
+    Download,
+    /// `is_capturing` of the capturing stream and of an idle one (must answer true, false).
+    IsCapturing,
+    /// `capture_end()`, with the capturing stream current there (so only the thread differs).
+    CaptureEnd,
 }
 
-/// Capture `x += 1` in `mode`; in the middle, switch to another (non-capturing) stream and
-/// make a plain allocation.
-fn own_thread_unsafe<B: Backend>(b: &B, mode: CaptureErrorMode) -> CaseResult {
-    leak_checked(b, || {
-        let x = b.alloc_from(&[0.0; 8]).ctx("alloc_from")?;
-        let stream = b.new_stream().ctx("new_stream")?;
-        let other = b.new_stream().ctx("new_stream")?;
-        let mut g = new_graph(b, GraphOptions::new().capture_error_mode(mode))?;
-        ensure!(
-            g.capture_error_mode() == mode,
-            "capture_error_mode() is {:?}, built with {mode:?}",
-            g.capture_error_mode()
-        );
-        let _current = b.use_stream(&stream);
-        g.capture_begin().ctx("capture_begin")?;
-        b.add_scalar(&x, 1.0).ctx("add_scalar during capture")?;
-        let unsafe_call = {
-            let _other = b.use_stream(&other);
-            b.alloc(4)
-        };
-        if forbids_on_own_thread(mode) {
-            expect_err!(
-                unsafe_call,
-                GraphError::UnsafeDuringCapture { .. },
-                format!("{mode}: plain alloc on the capturing thread")
-            );
-            expect_err!(
-                g.capture_end(),
-                GraphError::CaptureInvalidated { .. },
-                format!("{mode}: capture_end after an unsafe call")
-            );
-            expect_state(&g, GraphState::Empty, "after an invalidated capture")?;
-            expect_capturing(b, &stream, false, "after an invalidated capture")?;
-            recaptures_after_reset(b, &mut g)
-        } else {
-            let buffer =
-                unsafe_call.ctx(&format!("{mode}: plain alloc on the capturing thread"))?;
-            g.capture_end().ctx("capture_end")?;
-            drop(buffer);
-            g.replay().ctx("replay")?;
-            expect_all(b, &x, 1.0, "replay of the relaxed capture")
+/// What the call must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// It succeeds and the capture goes on.
+    Allowed,
+    /// It fails with `UnsafeDuringCapture` (the capture's resolved mode, this conflict) and
+    /// invalidates the capture.
+    Refused(CaptureConflict),
+    /// (`capture_end` only) it fails with `WrongThread`, and the capture goes on.
+    WrongThread,
+}
+
+/// One row of a capture-mode table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Row {
+    mode: CaptureErrorMode,
+    place: Place,
+    call: Call,
+    expect: Expect,
+}
+
+/// A row: in a capture in `mode`, `call` made at `place` must have outcome `expect`.
+pub(crate) const fn row(mode: CaptureErrorMode, place: Place, call: Call, expect: Expect) -> Row {
+    Row {
+        mode,
+        place,
+        call,
+        expect,
+    }
+}
+
+/// A case checking each of `rows` in turn.
+pub(crate) fn rows<B: Backend, const N: usize>(
+    rows: [Row; N],
+) -> impl Fn(&Target<B>) -> CaseResult + Send + Sync + 'static {
+    move |t| rows.iter().try_for_each(|&r| check_row(t, r))
+}
+
+/// The outcome CUDA's rules give `call` at `place` during a capture in `mode`:
+///
+/// * a device-wide synchronize, and waiting for the capturing stream, conflict with the capture
+///   in every mode, from everywhere;
+/// * so do blocking copies on the capturing thread, whose current stream is capturing;
+/// * `is_capturing` is always legal;
+/// * any other unsafe call is refused on the capturing thread unless the mode is relaxed, and
+///   on other threads only in global mode;
+/// * `capture_end` from another thread is `WrongThread` unless the mode is relaxed.
+pub(crate) fn expected(mode: CaptureErrorMode, place: Place, call: Call) -> Expect {
+    let mode = mode.resolved();
+    match call {
+        Synchronize | SyncCapturingStream => Refused(EveryMode),
+        Upload | Download if !place.other_thread() => Refused(EveryMode),
+        IsCapturing => Allowed,
+        CaptureEnd if place.other_thread() && mode != CaptureErrorMode::Relaxed => WrongThread,
+        CaptureEnd => Allowed,
+        _ if !place.other_thread() && mode != CaptureErrorMode::Relaxed => Refused(CapturingThread),
+        _ if place.other_thread() && mode == CaptureErrorMode::Global => Refused(OtherThread),
+        _ => Allowed,
+    }
+}
+
+/// Every unsafe call, in every mode, on the capturing thread and on another one, with the
+/// outcome [`expected`] gives it.
+pub(crate) fn every_unsafe_call<B: Backend>(t: &Target<B>) -> CaseResult {
+    // Calls that conflict with the capture itself first, then those the mode decides.
+    let calls = [
+        Synchronize,
+        SyncCapturingStream,
+        Upload,
+        Download,
+        PlainAlloc,
+        SyncIdleStream,
+        EventSynchronize,
+    ];
+    for call in calls {
+        for mode in CaptureErrorMode::ALL {
+            for place in [SameThread, AnotherThread] {
+                check_row(t, row(mode, place, call, expected(mode, place, call)))?;
+            }
         }
+    }
+    println!(
+        "5.06t: {} unsafe calls x {} modes x 2 threads checked",
+        calls.len(),
+        CaptureErrorMode::ALL.len()
+    );
+    Ok(())
+}
+
+/// The runner. Begins capturing `x += 1` in `r.mode` on a fresh stream of the primary
+/// instance, makes `r.call` at `r.place`, then checks `r.expect`:
+///
+/// * `Allowed`: the call worked; the capture ends (where it was ended) and one replay gives
+///   x = 1;
+/// * `Refused(conflict)`: `UnsafeDuringCapture { mode: r.mode.resolved(), conflict }`; the
+///   capture is invalidated — further work on it and `capture_end` fail with
+///   `CaptureInvalidated`, the graph is empty, nothing captures, nothing ran — and the graph
+///   captures again after `reset()`;
+/// * `WrongThread`: the capture goes on (still capturing, work issued now is captured) and ends
+///   on its own thread: one replay gives x = 2.
+fn check_row<B: Backend>(t: &Target<B>, r: Row) -> CaseResult {
+    check_row_inner(t, r).map_err(|e| {
+        format!(
+            "{} capture, {:?} at {:?} (expected {:?}): {e}",
+            r.mode, r.call, r.place, r.expect
+        )
     })
 }
 
-/// Capture `x += 1` in `mode`; in the middle, another thread makes a plain allocation.
-fn other_thread_unsafe<B: Backend>(b: &B, mode: CaptureErrorMode) -> CaseResult {
-    leak_checked(b, || {
-        let x = b.alloc_from(&[0.0; 8]).ctx("alloc_from")?;
-        let stream = b.new_stream().ctx("new_stream")?;
-        let mut g = new_graph(b, GraphOptions::new().capture_error_mode(mode))?;
-        let _current = b.use_stream(&stream);
-        g.capture_begin().ctx("capture_begin")?;
-        b.add_scalar(&x, 1.0).ctx("add_scalar during capture")?;
-        let unsafe_call = thread::scope(|s| s.spawn(|| b.alloc(4)).join()).map_err(|p| {
-            format!(
-                "the other thread panicked: {}",
-                crate::report::panic_message(&*p)
-            )
+fn check_row_inner<B: Backend>(t: &Target<B>, r: Row) -> CaseResult {
+    let b = t.backend();
+    let other = if r.place.other_instance() {
+        Some(t.another_instance()?)
+    } else {
+        None
+    };
+    let x = b.alloc_from(&[0.0; 8]).ctx("alloc_from")?;
+    let stream = b.new_stream().ctx("new_stream")?;
+    // What the call needs is made before the capture begins (making it is unsafe too).
+    let props = match &other {
+        Some(o) => Props::new(o)?,
+        None => Props::new(b)?,
+    };
+    let mut g = new_graph(b, GraphOptions::new().capture_error_mode(r.mode))?;
+    ensure!(
+        g.capture_error_mode() == r.mode,
+        "capture_error_mode() is {:?}, built with {:?}",
+        g.capture_error_mode(),
+        r.mode
+    );
+    let current = on_stream(b, &stream)?;
+    g.capture_begin().ctx("capture_begin")?;
+    b.add_scalar(&x, 1.0).ctx("add_scalar during capture")?;
+
+    let outcome = if r.call == CaptureEnd {
+        let ended = on_other_thread("capture_end", || {
+            let _there = b.use_stream(&stream)?;
+            g.capture_end()
         });
-        let unsafe_call = match unsafe_call {
+        match ended {
+            Ok(result) => result.map(|()| None),
+            Err(message) => {
+                g.reset();
+                return Err(message);
+            }
+        }
+    } else {
+        let own = other.is_none();
+        match props.call(r.call, r.place.other_thread(), &stream, own) {
             Ok(result) => result,
             Err(message) => {
                 g.reset();
                 return Err(message);
             }
-        };
-        if forbids_on_other_thread(mode) {
+        }
+    };
+
+    match r.expect {
+        Allowed => {
+            let kept = outcome.ctx("the call")?;
+            if g.state() == GraphState::Capturing {
+                g.capture_end().ctx("capture_end after the call")?;
+            }
+            drop(kept);
+            expect_state(&g, GraphState::Ready, "after the capture ended")?;
+            expect_capturing(b, &stream, false, "after the capture ended")?;
+            g.replay().ctx("replay")?;
+            expect_all(b, &x, 1.0, "one replay of x += 1")
+        }
+        WrongThread => {
+            expect_err!(outcome, GraphError::WrongThread, "capture_end");
+            expect_state(&g, GraphState::Capturing, "after WrongThread")?;
+            expect_capturing(b, &stream, true, "after WrongThread")?;
+            b.add_scalar(&x, 1.0)
+                .ctx("add_scalar after WrongThread (the capture goes on)")?;
+            g.capture_end()
+                .ctx("capture_end on the capturing thread after WrongThread")?;
+            drop(current);
+            replay_on(b, &stream, &mut g)?;
+            expect_all(b, &x, 2.0, "one replay of the two adds captured")
+        }
+        Refused(conflict) => {
+            let mode = r.mode.resolved();
+            match outcome {
+                Err(GraphError::UnsafeDuringCapture {
+                    mode: m,
+                    conflict: c,
+                    ..
+                }) if m == mode && c == conflict => {}
+                Err(e) => {
+                    g.reset();
+                    return Err(format!(
+                        "expected UnsafeDuringCapture {{ mode: {mode:?}, conflict: \
+                         {conflict:?} }}, got Err({e:?}): {e}"
+                    ));
+                }
+                Ok(_) => {
+                    g.reset();
+                    return Err("expected UnsafeDuringCapture, got Ok".into());
+                }
+            }
             expect_err!(
-                unsafe_call,
-                GraphError::UnsafeDuringCapture { .. },
-                format!("{mode}: plain alloc from another thread")
+                b.add_scalar(&x, 1.0),
+                GraphError::CaptureInvalidated { .. },
+                "work issued on the invalidated capture"
             );
-            // As the CUDA driver does: the forbidden call invalidates the global capture too.
             expect_err!(
                 g.capture_end(),
                 GraphError::CaptureInvalidated { .. },
-                format!("{mode}: capture_end after another thread's unsafe call")
+                "capture_end after the refused call"
             );
             expect_state(&g, GraphState::Empty, "after an invalidated capture")?;
             expect_capturing(b, &stream, false, "after an invalidated capture")?;
+            drop(current);
+            expect_all(b, &x, 0.0, "x after the invalidated capture")?;
             recaptures_after_reset(b, &mut g)
-        } else {
-            let buffer = unsafe_call.ctx(&format!("{mode}: plain alloc from another thread"))?;
-            g.capture_end().ctx("capture_end")?;
-            drop(buffer);
-            g.replay().ctx("replay")?;
-            expect_all(b, &x, 1.0, "replay")
         }
-    })
+    }
 }
 
-fn synchronize_during_capture<B: Backend>(b: &B) -> CaseResult {
-    leak_checked(b, || {
-        let x = b.alloc_from(&[0.0; 8]).ctx("alloc_from")?;
-        let stream = b.new_stream().ctx("new_stream")?;
-        let mut g = new_graph(
-            b,
-            GraphOptions::new().capture_error_mode(CaptureErrorMode::Global),
-        )?;
-        let _current = b.use_stream(&stream);
-        g.capture_begin().ctx("capture_begin")?;
-        b.add_scalar(&x, 1.0).ctx("add_scalar during capture")?;
-        expect_err!(
-            b.synchronize(),
-            GraphError::UnsafeDuringCapture { .. },
-            "synchronize() on the capturing thread"
-        );
-        expect_err!(
-            g.capture_end(),
-            GraphError::CaptureInvalidated { .. },
-            "capture_end after synchronize()"
-        );
-        expect_capturing(b, &stream, false, "after an invalidated capture")?;
-        expect_all(b, &x, 0.0, "x after the invalidated capture")?;
-        recaptures_after_reset(b, &mut g)
-    })
+/// What a call produced: a buffer it allocated (kept until the capture ended), or nothing.
+type Made<B> = Result<Option<<B as accel_graph_api::PortableOps>::Buffer>, GraphError>;
+
+/// What a call needs, made before the capture begins, on the instance that makes the call: an
+/// idle stream, an event never recorded, a buffer.
+struct Props<B: Backend> {
+    backend: B,
+    idle: B::Stream,
+    event: B::Event,
+    buffer: B::Buffer,
 }
 
-/// Begin a capture here, try to end it from another thread (with the capture stream current
-/// there, so only the thread differs).
-fn end_from_other_thread<B: Backend>(b: &B, mode: CaptureErrorMode) -> CaseResult {
-    leak_checked(b, || {
-        let x = b.alloc_from(&[0.0; 8]).ctx("alloc_from")?;
-        let stream = b.new_stream().ctx("new_stream")?;
-        let mut g = new_graph(b, GraphOptions::new().capture_error_mode(mode))?;
-        let _current = b.use_stream(&stream);
-        g.capture_begin().ctx("capture_begin")?;
-        b.add_scalar(&x, 1.0).ctx("add_scalar during capture")?;
-        let ended = thread::scope(|s| {
-            s.spawn(|| {
-                let _there = b.use_stream(&stream);
-                g.capture_end()
+impl<B: Backend> Props<B> {
+    fn new(b: &B) -> Result<Self, String> {
+        Ok(Props {
+            backend: b.clone(),
+            idle: b.new_stream().ctx("new_stream")?,
+            event: b.new_event().ctx("new_event")?,
+            buffer: b.alloc_from(&[1.0; 2]).ctx("alloc_from")?,
+        })
+    }
+
+    /// Makes `call` (on another thread if `other_thread`). `capturing` is the stream being
+    /// captured; `own` says whether the call goes through the capturing instance (whose
+    /// capturing stream the blocking copies use on the capturing thread). `Err` is a failure of
+    /// the case itself.
+    fn call(
+        &self,
+        call: Call,
+        other_thread: bool,
+        capturing: &B::Stream,
+        own: bool,
+    ) -> Result<Made<B>, String> {
+        let b = &self.backend;
+        let run = || -> Result<Made<B>, String> {
+            // Blocking copies on the capturing thread use its current stream, which captures.
+            let on_capturing = own && !other_thread && matches!(call, Upload | Download);
+            let _current = on_stream(b, if on_capturing { capturing } else { &self.idle })?;
+            Ok(match call {
+                PlainAlloc => b.alloc(4).map(Some),
+                Synchronize => b.synchronize().map(|()| None),
+                SyncCapturingStream => b.stream_synchronize(capturing).map(|()| None),
+                SyncIdleStream => b.stream_synchronize(&self.idle).map(|()| None),
+                EventSynchronize => b.event_synchronize(&self.event).map(|()| None),
+                Upload => b.upload(&self.buffer, &[1.0, 2.0]).map(|()| None),
+                Download => b.download(&self.buffer).map(|_| None),
+                IsCapturing => match (b.is_capturing(capturing), b.is_capturing(&self.idle)) {
+                    (Ok(true), Ok(false)) => Ok(None),
+                    (yes, no) => {
+                        return Err(format!(
+                            "is_capturing(capturing stream) = {yes:?}, \
+                             is_capturing(idle stream) = {no:?}; expected Ok(true), Ok(false)"
+                        ));
+                    }
+                },
+                CaptureEnd => unreachable!("capture_end is made by the runner"),
             })
-            .join()
-        });
-        let ended = match ended {
-            Ok(result) => result,
-            Err(p) => {
-                g.reset();
-                return Err(format!(
-                    "capture_end on another thread panicked: {}",
-                    crate::report::panic_message(&*p)
-                ));
-            }
         };
-        if mode.resolved() == CaptureErrorMode::Relaxed {
-            ended.ctx("relaxed: capture_end from another thread")?;
+        if other_thread {
+            on_other_thread(&format!("{call:?}"), run)?
         } else {
-            expect_err!(
-                ended,
-                GraphError::WrongThread,
-                format!("{mode}: capture_end from another thread")
-            );
-            expect_state(&g, GraphState::Capturing, "after WrongThread")?;
-            expect_capturing(b, &stream, true, "after WrongThread")?;
-            g.capture_end()
-                .ctx("capture_end from the capturing thread")?;
+            run()
         }
-        expect_state(&g, GraphState::Ready, "after the capture ended")?;
-        expect_capturing(b, &stream, false, "after the capture ended")?;
-        replay_on(b, &stream, &mut g)?;
-        expect_all(b, &x, 1.0, "replay")
-    })
-}
-
-/// Relaxed mode allows unsafe calls, not calls that conflict with the capture itself: waiting
-/// for the capturing stream can never finish, so it fails and invalidates the capture.
-fn sync_capturing_stream_relaxed<B: Backend>(b: &B) -> CaseResult {
-    leak_checked(b, || {
-        let x = b.alloc_from(&[0.0; 8]).ctx("alloc_from")?;
-        let stream = b.new_stream().ctx("new_stream")?;
-        let mut g = new_graph(
-            b,
-            GraphOptions::new().capture_error_mode(CaptureErrorMode::Relaxed),
-        )?;
-        let _current = b.use_stream(&stream);
-        g.capture_begin().ctx("capture_begin")?;
-        b.add_scalar(&x, 1.0).ctx("add_scalar during capture")?;
-        expect_err!(
-            b.stream_synchronize(&stream),
-            GraphError::UnsafeDuringCapture { .. },
-            "relaxed: stream_synchronize(capturing stream)"
-        );
-        expect_err!(
-            g.capture_end(),
-            GraphError::CaptureInvalidated { .. },
-            "relaxed: capture_end after synchronizing the capturing stream"
-        );
-        expect_capturing(b, &stream, false, "after an invalidated capture")?;
-        recaptures_after_reset(b, &mut g)
-    })
-}
-
-/// Asking whether a stream captures is never an unsafe call, on any thread, and does not
-/// disturb a global capture.
-fn is_capturing_always_legal<B: Backend>(b: &B) -> CaseResult {
-    leak_checked(b, || {
-        let x = b.alloc_from(&[0.0; 8]).ctx("alloc_from")?;
-        let stream = b.new_stream().ctx("new_stream")?;
-        let idle = b.new_stream().ctx("new_stream")?;
-        let mut g = new_graph(
-            b,
-            GraphOptions::new().capture_error_mode(CaptureErrorMode::Global),
-        )?;
-        let _current = b.use_stream(&stream);
-        g.capture_begin().ctx("capture_begin")?;
-        b.add_scalar(&x, 1.0).ctx("add_scalar during capture")?;
-        expect_capturing(b, &stream, true, "own thread, capturing stream")?;
-        expect_capturing(b, &idle, false, "own thread, idle stream")?;
-        let there = thread::scope(|s| {
-            s.spawn(|| -> Result<(bool, bool), GraphError> {
-                Ok((b.is_capturing(&stream)?, b.is_capturing(&idle)?))
-            })
-            .join()
-        });
-        let there = match there {
-            Ok(result) => result,
-            Err(p) => {
-                g.reset();
-                return Err(format!(
-                    "is_capturing on another thread panicked: {}",
-                    crate::report::panic_message(&*p)
-                ));
-            }
-        };
-        let (capturing, idle_capturing) = there.ctx("is_capturing from another thread")?;
-        ensure!(
-            capturing && !idle_capturing,
-            "from another thread: is_capturing(capturing) = {capturing}, \
-             is_capturing(idle) = {idle_capturing}"
-        );
-        g.capture_end()
-            .ctx("capture_end after is_capturing calls")?;
-        g.replay().ctx("replay")?;
-        expect_all(b, &x, 1.0, "replay")
-    })
-}
-
-/// A device-wide synchronize waits for the capturing stream too, which can never finish: it
-/// conflicts with every capture, whatever its mode and whichever thread calls it, fails and
-/// invalidates the capture (as `cuCtxSynchronize` does).
-fn device_synchronize_conflicts<B: Backend>(
-    b: &B,
-    mode: CaptureErrorMode,
-    from_other_thread: bool,
-) -> CaseResult {
-    leak_checked(b, || {
-        let x = b.alloc_from(&[0.0; 8]).ctx("alloc_from")?;
-        let stream = b.new_stream().ctx("new_stream")?;
-        let mut g = new_graph(b, GraphOptions::new().capture_error_mode(mode))?;
-        let _current = b.use_stream(&stream);
-        g.capture_begin().ctx("capture_begin")?;
-        b.add_scalar(&x, 1.0).ctx("add_scalar during capture")?;
-        let synchronized = if from_other_thread {
-            match thread::scope(|s| s.spawn(|| b.synchronize()).join()) {
-                Ok(result) => result,
-                Err(p) => {
-                    g.reset();
-                    return Err(format!(
-                        "synchronize on another thread panicked: {}",
-                        crate::report::panic_message(&*p)
-                    ));
-                }
-            }
-        } else {
-            b.synchronize()
-        };
-        let place = if from_other_thread {
-            "from another thread"
-        } else {
-            "on the capturing thread"
-        };
-        expect_err!(
-            synchronized,
-            GraphError::UnsafeDuringCapture { .. },
-            format!("{mode}: synchronize() {place}")
-        );
-        expect_err!(
-            g.capture_end(),
-            GraphError::CaptureInvalidated { .. },
-            format!("{mode}: capture_end after synchronize() {place}")
-        );
-        expect_capturing(b, &stream, false, "after an invalidated capture")?;
-        expect_all(b, &x, 0.0, "x after the invalidated capture")?;
-        recaptures_after_reset(b, &mut g)
-    })
+    }
 }

@@ -9,12 +9,9 @@ use proptest::{
 };
 
 use crate::{
-    Case, SuiteConfig,
-    case::requirements,
-    check::{CaseResult, Ctx, ensure, leak_checked, new_graph},
+    SuiteConfig, Target,
+    check::{CaseResult, Ctx, ensure, new_graph, on_stream},
 };
-
-const SECTION: &str = "5.02 differential";
 
 /// Buffers every program works on.
 const BUFFERS: usize = 3;
@@ -22,29 +19,6 @@ const BUFFERS: usize = 3;
 /// Each program runs twice in a row (eagerly, and as two replays): the second run starts
 /// from what the first left, so replays must read memory as it is at replay time.
 const RUNS: usize = 2;
-
-pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
-    vec![
-        Case::new(
-            "5.02a replay equals eager, bit for bit, for random programs",
-            SECTION,
-            requirements::none,
-            |b: &B| differential(b, false),
-        ),
-        Case::new(
-            "5.02b replay equals eager for random fork/join programs over two streams",
-            SECTION,
-            requirements::multi_stream_capture,
-            |b: &B| differential(b, true),
-        ),
-        Case::new(
-            "5.02c portable ops compute exactly what the host computes",
-            SECTION,
-            requirements::none,
-            eager_matches_host::<B>,
-        ),
-    ]
-}
 
 /// One portable op over the program's buffers (indices into them).
 #[derive(Debug, Clone, Copy)]
@@ -200,7 +174,7 @@ fn issue<B: Backend>(
                 };
                 b.record_event(fork)?;
                 {
-                    let _side = b.use_stream(side);
+                    let _side = b.use_stream(side)?;
                     b.wait_event(fork)?;
                     for &op in ops {
                         apply(b, bufs, op, keep.as_deref_mut())?;
@@ -249,7 +223,7 @@ fn run_eager<B: Backend>(b: &B, program: &Program) -> Result<Vec<Vec<f32>>, Stri
     let s = setup(b, program)?;
     let mut temps = Vec::new();
     {
-        let _current = b.use_stream(&s.main);
+        let _current = on_stream(b, &s.main)?;
         for _ in 0..RUNS {
             issue(b, &s.bufs, program, &s.side, &s.events, Some(&mut temps)).ctx("eager run")?;
         }
@@ -269,15 +243,14 @@ fn run_captured<B: Backend>(
     b.capture_on(&s.main, &mut g, || {
         issue(b, &s.bufs, program, &s.side, &s.events, None)
     })
-    .ctx("capture")?
-    .ctx("ops during capture")?;
+    .ctx("capture of the program")?;
     let untouched = read_all(b, &s.bufs)?;
     ensure!(
         bits(&untouched) == bits(&program.init),
         "capturing the program changed the buffers (captured work ran)"
     );
     {
-        let _current = b.use_stream(&s.main);
+        let _current = on_stream(b, &s.main)?;
         for _ in 0..RUNS {
             g.replay().ctx("replay")?;
         }
@@ -321,31 +294,31 @@ fn explain<T: std::fmt::Debug>(result: Result<(), TestError<T>>) -> CaseResult {
     }
 }
 
-fn differential<B: Backend>(b: &B, multi_stream: bool) -> CaseResult {
+/// 5.02a (one stream) and 5.02b (`multi_stream`: fork/join segments over two streams): random
+/// programs of portable ops, replayed, give exactly what they give eagerly.
+pub(crate) fn differential<B: Backend>(t: &Target<B>, multi_stream: bool) -> CaseResult {
+    let b = t.backend();
     let n = SuiteConfig::from_env().programs;
-    leak_checked(b, || {
-        // Alternate keep_graph so both instantiation paths are covered.
-        let keep_graph = std::cell::Cell::new(false);
-        let result = runner(n).run(&program(multi_stream), |p| {
-            keep_graph.set(!keep_graph.get());
-            let eager = run_eager(b, &p).map_err(TestCaseError::fail)?;
-            let replayed = run_captured(b, &p, keep_graph.get()).map_err(TestCaseError::fail)?;
-            if bits(&eager) != bits(&replayed) {
-                return Err(TestCaseError::fail(format!(
-                    "replay differs from eager: {}",
-                    first_difference(&eager, &replayed)
-                )));
-            }
-            Ok(())
-        });
-        explain(result)
-    })
-    .map(|()| {
-        println!(
-            "5.02: {n} random programs, each run twice, replayed == eager \
-             (multi_stream: {multi_stream})"
-        )
-    })
+    // Alternate keep_graph so both instantiation paths are covered.
+    let keep_graph = std::cell::Cell::new(false);
+    let result = runner(n).run(&program(multi_stream), |p| {
+        keep_graph.set(!keep_graph.get());
+        let eager = run_eager(b, &p).map_err(TestCaseError::fail)?;
+        let replayed = run_captured(b, &p, keep_graph.get()).map_err(TestCaseError::fail)?;
+        if bits(&eager) != bits(&replayed) {
+            return Err(TestCaseError::fail(format!(
+                "replay differs from eager: {}",
+                first_difference(&eager, &replayed)
+            )));
+        }
+        Ok(())
+    });
+    explain(result)?;
+    println!(
+        "5.02: {n} random programs, each run twice, replayed == eager \
+         (multi_stream: {multi_stream})"
+    );
+    Ok(())
 }
 
 /// The host's f32 arithmetic for a program (products rounded before sums, as specified).
@@ -376,21 +349,21 @@ fn host_run(program: &Program) -> Vec<Vec<f32>> {
     bufs
 }
 
-fn eager_matches_host<B: Backend>(b: &B) -> CaseResult {
+/// 5.02c: eager portable ops compute exactly what the host's f32 arithmetic computes.
+pub(crate) fn eager_matches_host<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
     let n = SuiteConfig::from_env().programs.min(200);
-    leak_checked(b, || {
-        let result = runner(n).run(&program(false), |p| {
-            let device = run_eager(b, &p).map_err(TestCaseError::fail)?;
-            let host = host_run(&p);
-            if bits(&device) != bits(&host) {
-                return Err(TestCaseError::fail(format!(
-                    "device result differs from host f32 arithmetic (program length {}): {}",
-                    p.len(),
-                    first_difference(&device, &host)
-                )));
-            }
-            Ok(())
-        });
-        explain(result)
-    })
+    let result = runner(n).run(&program(false), |p| {
+        let device = run_eager(b, &p).map_err(TestCaseError::fail)?;
+        let host = host_run(&p);
+        if bits(&device) != bits(&host) {
+            return Err(TestCaseError::fail(format!(
+                "device result differs from host f32 arithmetic (program length {}): {}",
+                p.len(),
+                first_difference(&device, &host)
+            )));
+        }
+        Ok(())
+    });
+    explain(result)
 }

@@ -3,51 +3,12 @@
 use accel_graph_api::{AcceleratorGraph, Backend, DeviceBuffer, GraphOptions, MemoryStats, PoolId};
 
 use crate::{
-    Case,
-    case::requirements,
-    check::{CaseResult, Ctx, ensure, expect_all, leak_checked, new_graph, replay_on},
+    Target,
+    check::{CaseResult, Ctx, capture_add_one, ensure, expect_all, new_graph, replay_on},
 };
-
-const SECTION: &str = "5.08 pools";
 
 /// Elements of the temporaries the cases allocate inside captures.
 const TEMP_LEN: usize = 1024;
-
-pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
-    let none = requirements::none;
-    vec![
-        Case::new(
-            "5.08a allocations inside a capture come from the graph's pool",
-            SECTION,
-            none,
-            capture_allocates_from_pool::<B>,
-        ),
-        Case::new(
-            "5.08b a graph given pool=g1.pool() reuses g1's memory",
-            SECTION,
-            none,
-            |b: &B| second_graph_reuses(b, false),
-        ),
-        Case::new(
-            "5.08c graphs sharing a graph_pool_handle() pool reuse its memory",
-            SECTION,
-            none,
-            |b: &B| second_graph_reuses(b, true),
-        ),
-        Case::new(
-            "5.08d pool memory returns only when every graph and buffer let go",
-            SECTION,
-            none,
-            pool_released_last::<B>,
-        ),
-        Case::new(
-            "5.08e graph_pool_handle() ids are unique; pool() reports the pool used",
-            SECTION,
-            none,
-            pool_ids::<B>,
-        ),
-    ]
-}
 
 fn plain_bytes(s: &MemoryStats) -> usize {
     s.reserved_bytes - s.pool_reserved_bytes
@@ -62,206 +23,220 @@ fn capture_with_temp<B: Backend>(
     x: &B::Buffer,
     value: f32,
 ) -> Result<u64, String> {
-    b.capture_on(stream, g, || -> Result<u64, String> {
-        let tmp = b.alloc(TEMP_LEN).ctx("alloc inside capture")?;
-        b.fill(&tmp, value).ctx("fill")?;
-        b.axpy(x, 1.0, &tmp).ctx("axpy")?;
+    b.capture_on(stream, g, || {
+        let tmp = b.alloc(TEMP_LEN)?;
+        b.fill(&tmp, value)?;
+        b.axpy(x, 1.0, &tmp)?;
         Ok(tmp.device_address())
     })
-    .ctx("capture")?
+    .ctx("capture of tmp = alloc(); fill(tmp); x += tmp")
 }
 
-fn capture_allocates_from_pool<B: Backend>(b: &B) -> CaseResult {
-    leak_checked(b, || {
-        let x = b.alloc_from(&[0.0; TEMP_LEN]).ctx("alloc_from")?;
-        let stream = b.new_stream().ctx("new_stream")?;
-        let before = b.memory_stats();
+/// 5.08a: a temporary allocated inside a capture lands in the graph's private pool, not in
+/// plain memory; the pool goes when its only graph is reset.
+pub(crate) fn capture_allocates_from_pool<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let x = b.alloc_from(&[0.0; TEMP_LEN]).ctx("alloc_from")?;
+    let stream = b.new_stream().ctx("new_stream")?;
+    let before = b.memory_stats();
+    let mut g = new_graph(b, GraphOptions::new())?;
+    capture_with_temp(b, &stream, &mut g, &x, 3.0)?;
+    let captured = b.memory_stats();
+    ensure!(
+        captured.pool_reserved_bytes >= before.pool_reserved_bytes + TEMP_LEN * 4,
+        "a {TEMP_LEN}-element allocation inside the capture did not land in a pool: \
+         before {before:?}, after {captured:?}"
+    );
+    ensure!(
+        plain_bytes(&captured) == plain_bytes(&before),
+        "the capture's allocation was a plain one: before {before:?}, after {captured:?}"
+    );
+    let pool = g.pool().ctx("pool()")?;
+    ensure!(
+        pool.is_private(),
+        "a graph given no pool reports pool {pool}"
+    );
+    ensure!(
+        captured.pools.len() == before.pools.len() + 1
+            && captured.pool(pool).is_some_and(|p| p.graphs == 1)
+            && before.pool(pool).is_none(),
+        "the graph's private pool {pool} is not counted (held by one graph): before \
+         {before:?}, after {captured:?}"
+    );
+    replay_on(b, &stream, &mut g)?;
+    expect_all(
+        b,
+        &x,
+        3.0,
+        "replay of x += tmp (tmp filled with 3 in the graph)",
+    )?;
+    replay_on(b, &stream, &mut g)?;
+    expect_all(b, &x, 6.0, "second replay")?;
+    g.reset();
+    let after = b.memory_stats();
+    ensure!(
+        after == before,
+        "after reset() of the only graph of the pool, its memory is still held: \
+         before {before:?}, after {after:?}"
+    );
+    Ok(())
+}
+
+/// 5.08b (`user_pool` false: `pool=g1.pool()`) and 5.08c (`user_pool`: a
+/// `graph_pool_handle()` pool): the second graph's temporary reuses the first one's freed
+/// block, the pool does not grow, and it goes only when both graphs are gone.
+pub(crate) fn second_graph_reuses<B: Backend>(t: &Target<B>, user_pool: bool) -> CaseResult {
+    let b = t.backend();
+    let x = b.alloc_from(&[0.0; TEMP_LEN]).ctx("alloc_from")?;
+    let stream = b.new_stream().ctx("new_stream")?;
+    let before = b.memory_stats();
+    let handle = user_pool.then(|| b.graph_pool_handle());
+    let first_options = match handle {
+        Some(h) => GraphOptions::new().pool(h),
+        None => GraphOptions::new(),
+    };
+    let mut g1 = new_graph(b, first_options)?;
+    let address1 = capture_with_temp(b, &stream, &mut g1, &x, 2.0)?;
+    let pool = g1.pool().ctx("g1.pool()")?;
+    if let Some(h) = handle {
+        ensure!(pool == h, "g1.pool() is {pool}, built with pool {h}");
+    }
+    let after_first = b.memory_stats();
+    let mut g2 = new_graph(b, GraphOptions::new().pool(pool))?;
+    let address2 = capture_with_temp(b, &stream, &mut g2, &x, 3.0)?;
+    let after_second = b.memory_stats();
+    ensure!(
+        g2.pool().ctx("g2.pool()")? == pool,
+        "g2 was given pool {pool} but reports {:?}",
+        g2.pool()
+    );
+    ensure!(
+        address2 == address1,
+        "the second graph's temporary is at {address2:#x}, not at the first graph's \
+         freed temporary {address1:#x}"
+    );
+    ensure!(
+        after_second.pool_reserved_bytes == after_first.pool_reserved_bytes
+            && after_second.pools.len() == after_first.pools.len(),
+        "sharing the pool grew it: after g1 {after_first:?}, after g2 {after_second:?}"
+    );
+    // Replayed in capture order, graphs sharing a pool compute what they captured.
+    replay_on(b, &stream, &mut g1)?;
+    replay_on(b, &stream, &mut g2)?;
+    expect_all(b, &x, 5.0, "x after replaying g1 (x += 2) then g2 (x += 3)")?;
+    g1.reset();
+    ensure!(
+        b.memory_stats().pool_reserved_bytes == after_second.pool_reserved_bytes,
+        "resetting g1 released memory g2 still uses: {:?}",
+        b.memory_stats()
+    );
+    replay_on(b, &stream, &mut g2)?;
+    expect_all(b, &x, 8.0, "x after replaying g2 alone")?;
+    drop(g2);
+    let after = b.memory_stats();
+    ensure!(
+        after == before,
+        "with both graphs gone the pool is still held: before {before:?}, after {after:?}"
+    );
+    Ok(())
+}
+
+/// 5.08d: pool memory a graph holds stays while any graph holds the pool; once none does, the
+/// block of a buffer allocated from the pool still stays while the buffer lives, and
+/// everything returns when every graph and buffer let go.
+pub(crate) fn pool_released_last<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let stream = b.new_stream().ctx("new_stream")?;
+    let before = b.memory_stats();
+    let mut g1 = new_graph(b, GraphOptions::new())?;
+    // The output is allocated inside the capture and kept: it belongs to the pool.
+    let out = b
+        .capture_on(&stream, &mut g1, || {
+            let out = b.alloc(TEMP_LEN)?;
+            b.fill(&out, 7.0)?;
+            Ok(out)
+        })
+        .ctx("capture g1: out = alloc(); fill(out)")?;
+    let pool = g1.pool().ctx("g1.pool()")?;
+    let mut g2 = new_graph(b, GraphOptions::new().pool(pool))?;
+    let y = b.alloc_from(&[0.0; TEMP_LEN]).ctx("alloc_from")?;
+    capture_with_temp(b, &stream, &mut g2, &y, 1.0)?;
+    let held = b.memory_stats();
+    ensure!(
+        held.pool_reserved_bytes > before.pool_reserved_bytes,
+        "nothing reserved in the pool: {held:?}"
+    );
+    replay_on(b, &stream, &mut g1)?;
+    expect_all(b, &out, 7.0, "the pool buffer after replay")?;
+    g1.reset();
+    ensure!(
+        b.memory_stats().pool_reserved_bytes == held.pool_reserved_bytes,
+        "reset of g1 released pool memory while g2 and a buffer hold it: {:?}",
+        b.memory_stats()
+    );
+    drop(g2);
+    // No graph holds the pool any more: its free blocks may go back to the device, but the
+    // block of the buffer that lives stays.
+    let orphaned = b.memory_stats();
+    ensure!(
+        orphaned.pool(pool).is_some_and(|p| p.graphs == 0
+            && p.active_bytes >= TEMP_LEN * 4
+            && p.reserved_bytes >= p.active_bytes),
+        "with g1 reset and g2 dropped, pool {pool} must still hold the block of the live \
+         buffer allocated from it: {orphaned:?}"
+    );
+    expect_all(b, &out, 7.0, "the pool buffer outlives its graphs")?;
+    drop(out);
+    drop(y);
+    let after = b.memory_stats();
+    ensure!(
+        after == before,
+        "with every graph and buffer gone the pool memory is still held: \
+         before {before:?}, after {after:?}"
+    );
+    Ok(())
+}
+
+/// 5.08e: `graph_pool_handle()` ids are unique user ids, private pool ids are unique too, and
+/// `pool()` reports the pool a graph was given.
+pub(crate) fn pool_ids<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let handles: Vec<PoolId> = (0..64).map(|_| b.graph_pool_handle()).collect();
+    for (i, h) in handles.iter().enumerate() {
+        ensure!(
+            h.is_user(),
+            "graph_pool_handle() returned {h}, not a (0, n) user id"
+        );
+        ensure!(
+            !handles[..i].contains(h),
+            "graph_pool_handle() returned {h} twice"
+        );
+    }
+    let x = b.alloc_from(&[0.0; 4]).ctx("alloc_from")?;
+    let stream = b.new_stream().ctx("new_stream")?;
+    let mut private = Vec::new();
+    for _ in 0..3 {
         let mut g = new_graph(b, GraphOptions::new())?;
-        capture_with_temp(b, &stream, &mut g, &x, 3.0)?;
-        let captured = b.memory_stats();
-        ensure!(
-            captured.pool_reserved_bytes >= before.pool_reserved_bytes + TEMP_LEN * 4,
-            "a {TEMP_LEN}-element allocation inside the capture did not land in a pool: \
-             before {before:?}, after {captured:?}"
-        );
-        ensure!(
-            plain_bytes(&captured) == plain_bytes(&before),
-            "the capture's allocation was a plain one: before {before:?}, after {captured:?}"
-        );
-        ensure!(
-            captured.pools == before.pools + 1,
-            "the graph's private pool is not counted: before {before:?}, after {captured:?}"
-        );
+        capture_add_one(b, &stream, &mut g, &x)?;
         let pool = g.pool().ctx("pool()")?;
+        ensure!(pool.is_private(), "a graph given no pool reports {pool}");
         ensure!(
-            pool.is_private(),
-            "a graph given no pool reports pool {pool}"
-        );
-        replay_on(b, &stream, &mut g)?;
-        expect_all(
-            b,
-            &x,
-            3.0,
-            "replay of x += tmp (tmp filled with 3 in the graph)",
-        )?;
-        replay_on(b, &stream, &mut g)?;
-        expect_all(b, &x, 6.0, "second replay")?;
-        g.reset();
-        let after = b.memory_stats();
-        ensure!(
-            after == before,
-            "after reset() of the only graph of the pool, its memory is still held: \
-             before {before:?}, after {after:?}"
-        );
-        Ok(())
-    })
-}
-
-fn second_graph_reuses<B: Backend>(b: &B, user_pool: bool) -> CaseResult {
-    leak_checked(b, || {
-        let x = b.alloc_from(&[0.0; TEMP_LEN]).ctx("alloc_from")?;
-        let stream = b.new_stream().ctx("new_stream")?;
-        let before = b.memory_stats();
-        let handle = user_pool.then(|| b.graph_pool_handle());
-        let first_options = match handle {
-            Some(h) => GraphOptions::new().pool(h),
-            None => GraphOptions::new(),
-        };
-        let mut g1 = new_graph(b, first_options)?;
-        let address1 = capture_with_temp(b, &stream, &mut g1, &x, 2.0)?;
-        let pool = g1.pool().ctx("g1.pool()")?;
-        if let Some(h) = handle {
-            ensure!(pool == h, "g1.pool() is {pool}, built with pool {h}");
-        }
-        let after_first = b.memory_stats();
-        let mut g2 = new_graph(b, GraphOptions::new().pool(pool))?;
-        let address2 = capture_with_temp(b, &stream, &mut g2, &x, 3.0)?;
-        let after_second = b.memory_stats();
-        ensure!(
-            g2.pool().ctx("g2.pool()")? == pool,
-            "g2 was given pool {pool} but reports {:?}",
-            g2.pool()
+            !private.contains(&pool) && !handles.contains(&pool),
+            "private pool id {pool} is not unique"
         );
         ensure!(
-            address2 == address1,
-            "the second graph's temporary is at {address2:#x}, not at the first graph's \
-             freed temporary {address1:#x}"
+            g.pool().ctx("pool()")? == pool,
+            "pool() changed between two calls"
         );
-        ensure!(
-            after_second.pool_reserved_bytes == after_first.pool_reserved_bytes
-                && after_second.pools == after_first.pools,
-            "sharing the pool grew it: after g1 {after_first:?}, after g2 {after_second:?}"
-        );
-        // Replayed in capture order, graphs sharing a pool compute what they captured.
-        replay_on(b, &stream, &mut g1)?;
-        replay_on(b, &stream, &mut g2)?;
-        expect_all(b, &x, 5.0, "x after replaying g1 (x += 2) then g2 (x += 3)")?;
-        g1.reset();
-        ensure!(
-            b.memory_stats().pool_reserved_bytes == after_second.pool_reserved_bytes,
-            "resetting g1 released memory g2 still uses: {:?}",
-            b.memory_stats()
-        );
-        replay_on(b, &stream, &mut g2)?;
-        expect_all(b, &x, 8.0, "x after replaying g2 alone")?;
-        drop(g2);
-        let after = b.memory_stats();
-        ensure!(
-            after == before,
-            "with both graphs gone the pool is still held: before {before:?}, after {after:?}"
-        );
-        Ok(())
-    })
-}
-
-fn pool_released_last<B: Backend>(b: &B) -> CaseResult {
-    leak_checked(b, || {
-        let stream = b.new_stream().ctx("new_stream")?;
-        let before = b.memory_stats();
-        let mut g1 = new_graph(b, GraphOptions::new())?;
-        // The output is allocated inside the capture and kept: it belongs to the pool.
-        let out = b
-            .capture_on(&stream, &mut g1, || -> Result<B::Buffer, String> {
-                let out = b.alloc(TEMP_LEN).ctx("alloc inside capture")?;
-                b.fill(&out, 7.0).ctx("fill")?;
-                Ok(out)
-            })
-            .ctx("capture g1")??;
-        let pool = g1.pool().ctx("g1.pool()")?;
-        let mut g2 = new_graph(b, GraphOptions::new().pool(pool))?;
-        let y = b.alloc_from(&[0.0; TEMP_LEN]).ctx("alloc_from")?;
-        capture_with_temp(b, &stream, &mut g2, &y, 1.0)?;
-        let held = b.memory_stats();
-        ensure!(
-            held.pool_reserved_bytes > before.pool_reserved_bytes,
-            "nothing reserved in the pool: {held:?}"
-        );
-        replay_on(b, &stream, &mut g1)?;
-        expect_all(b, &out, 7.0, "the pool buffer after replay")?;
-        g1.reset();
-        ensure!(
-            b.memory_stats().pool_reserved_bytes == held.pool_reserved_bytes,
-            "reset of g1 released pool memory while g2 and a buffer hold it: {:?}",
-            b.memory_stats()
-        );
-        drop(g2);
-        ensure!(
-            b.memory_stats().pool_reserved_bytes == held.pool_reserved_bytes,
-            "dropping g2 released pool memory while a buffer of the pool lives: {:?}",
-            b.memory_stats()
-        );
-        expect_all(b, &out, 7.0, "the pool buffer outlives its graphs")?;
-        drop(out);
-        drop(y);
-        let after = b.memory_stats();
-        ensure!(
-            after == before,
-            "with every graph and buffer gone the pool memory is still held: \
-             before {before:?}, after {after:?}"
-        );
-        Ok(())
-    })
-}
-
-fn pool_ids<B: Backend>(b: &B) -> CaseResult {
-    leak_checked(b, || {
-        let handles: Vec<PoolId> = (0..64).map(|_| b.graph_pool_handle()).collect();
-        for (i, h) in handles.iter().enumerate() {
-            ensure!(
-                h.is_user(),
-                "graph_pool_handle() returned {h}, not a (0, n) user id"
-            );
-            ensure!(
-                !handles[..i].contains(h),
-                "graph_pool_handle() returned {h} twice"
-            );
-        }
-        let x = b.alloc_from(&[0.0; 4]).ctx("alloc_from")?;
-        let stream = b.new_stream().ctx("new_stream")?;
-        let mut private = Vec::new();
-        for _ in 0..3 {
-            let mut g = new_graph(b, GraphOptions::new())?;
-            crate::check::capture_add_one(b, &stream, &mut g, &x)?;
-            let pool = g.pool().ctx("pool()")?;
-            ensure!(pool.is_private(), "a graph given no pool reports {pool}");
-            ensure!(
-                !private.contains(&pool) && !handles.contains(&pool),
-                "private pool id {pool} is not unique"
-            );
-            ensure!(
-                g.pool().ctx("pool()")? == pool,
-                "pool() changed between two calls"
-            );
-            private.push(pool);
-        }
-        let mut g = new_graph(b, GraphOptions::new().pool(handles[7]))?;
-        crate::check::capture_add_one(b, &stream, &mut g, &x)?;
-        ensure!(
-            g.pool().ctx("pool()")? == handles[7],
-            "a graph given pool {} reports {:?}",
-            handles[7],
-            g.pool()
-        );
-        Ok(())
-    })
+        private.push(pool);
+    }
+    let mut g = new_graph(b, GraphOptions::new().pool(handles[7]))?;
+    capture_add_one(b, &stream, &mut g, &x)?;
+    ensure!(
+        g.pool().ctx("pool()")? == handles[7],
+        "a graph given pool {} reports {:?}",
+        handles[7],
+        g.pool()
+    );
+    Ok(())
 }

@@ -27,6 +27,10 @@ pub trait DriverMemory: DriverStreams {
 
     /// Copies the first `dst.len()` bytes of `src` to `dst` after `stream`'s work and waits
     /// for the copy.
-    fn download(&self, src: &Self::Block, dst: &mut [u8], stream: &Self::Stream)
-    -> DriverResult<()>;
+    fn download(
+        &self,
+        src: &Self::Block,
+        dst: &mut [u8],
+        stream: &Self::Stream,
+    ) -> DriverResult<()>;
 }

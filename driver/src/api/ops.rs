@@ -30,8 +30,11 @@ pub type HostFn = unsafe extern "C" fn(*mut c_void);
 pub trait DriverOps: DriverMemory + DriverCapture {
     /// Issues `op` on `stream` (run, or recorded if the stream is capturing). Operand lengths
     /// are checked, and every region lies inside its block.
-    fn launch_op(&self, op: PortableOp<Region<'_, Self::Block>>, stream: &Self::Stream)
-    -> DriverResult<()>;
+    fn launch_op(
+        &self,
+        op: PortableOp<Region<'_, Self::Block>>,
+        stream: &Self::Stream,
+    ) -> DriverResult<()>;
 
     /// Calls `func(data)` in `stream`'s order (recorded as a host node if the stream is
     /// capturing).

@@ -1,5 +1,8 @@
 //! The HIP entry points the backend calls that hip-sys does not bind (or binds with a newer
 //! ROCm's enum layout), and the ones resolved at run time because older runtimes lack them.
+//!
+//! Every HIP call of the crate goes through this module (`ffi::hipX`), so the shim's
+//! consistency test (`tests/shim_files.rs`) can list them from the sources.
 
 use std::{
     ffi::{CStr, c_char, c_int, c_uint, c_void},
@@ -48,23 +51,31 @@ unsafe extern "C" {
     pub(crate) fn hipGraphNodeGetTypeRaw(node: hipGraphNode_t, kind: *mut c_int) -> hipError_t;
 }
 
-/// `hipGraphUpload(exec, stream)` (not in ROCm 5.2; later releases export it).
+/// `hipGraphUpload(exec, stream)`.
 pub(crate) type GraphUploadFn = unsafe extern "C" fn(hipGraphExec_t, hipStream_t) -> hipError_t;
-/// `hipGraphDebugDotPrint(graph, path, flags)` (not in ROCm 5.2; later releases export it).
+/// `hipGraphDebugDotPrint(graph, path, flags)`.
 pub(crate) type GraphDebugDotPrintFn =
     unsafe extern "C" fn(hipGraph_t, *const c_char, c_uint) -> hipError_t;
-
-/// `hipLaunchHostFunc(stream, fn, user_data)` (not in ROCm 5.2; later releases export it).
+/// `hipLaunchHostFunc(stream, fn, user_data)`.
 pub(crate) type LaunchHostFuncFn =
     unsafe extern "C" fn(hipStream_t, hipHostFn_t, *mut c_void) -> hipError_t;
+/// `hipEventRecordWithFlags(event, stream, flags)`.
+pub(crate) type EventRecordWithFlagsFn =
+    unsafe extern "C" fn(hipEvent_t, hipStream_t, c_uint) -> hipError_t;
 
-/// Entry points newer than ROCm 5.2, looked up in the loaded runtime so the backend links
-/// against every 5.x release and uses them where present.
+/// `hipEventRecordExternal`: the record becomes a node of its own in a capture (the value of
+/// the runtimes that have `hipEventRecordWithFlags`; ROCm 5.2's headers lack it).
+pub(crate) const EVENT_RECORD_EXTERNAL: c_uint = 0x1;
+
+/// Entry points newer than ROCm 5.2 (same signatures in every release that exports them),
+/// looked up in the loaded runtime so the backend links against every 5.x release and uses them
+/// where present.
 #[derive(Clone, Copy)]
 pub(crate) struct OptionalEntryPoints {
     pub(crate) graph_upload: Option<GraphUploadFn>,
     pub(crate) graph_debug_dot_print: Option<GraphDebugDotPrintFn>,
     pub(crate) launch_host_func: Option<LaunchHostFuncFn>,
+    pub(crate) event_record_with_flags: Option<EventRecordWithFlagsFn>,
 }
 
 /// Looks a symbol up among the libraries already loaded (libamdhip64 is one).
@@ -79,51 +90,18 @@ fn lookup(name: &CStr) -> Option<*mut c_void> {
 pub(crate) fn optional() -> OptionalEntryPoints {
     static ENTRY_POINTS: OnceLock<OptionalEntryPoints> = OnceLock::new();
     *ENTRY_POINTS.get_or_init(|| OptionalEntryPoints {
-        // SAFETY: the symbols, where present, have exactly these C signatures in every HIP
-        // release that exports them.
         graph_upload: lookup(c"hipGraphUpload")
+            // SAFETY: the symbols, where present, have exactly these C signatures in every
+            // HIP release that exports them (the same holds for the three below).
             .map(|p| unsafe { std::mem::transmute::<*mut c_void, GraphUploadFn>(p) }),
-        // SAFETY: as above.
         graph_debug_dot_print: lookup(c"hipGraphDebugDotPrint")
+            // SAFETY: as above.
             .map(|p| unsafe { std::mem::transmute::<*mut c_void, GraphDebugDotPrintFn>(p) }),
-        // SAFETY: as above.
         launch_host_func: lookup(c"hipLaunchHostFunc")
+            // SAFETY: as above.
             .map(|p| unsafe { std::mem::transmute::<*mut c_void, LaunchHostFuncFn>(p) }),
+        event_record_with_flags: lookup(c"hipEventRecordWithFlags")
+            // SAFETY: as above.
+            .map(|p| unsafe { std::mem::transmute::<*mut c_void, EventRecordWithFlagsFn>(p) }),
     })
-}
-
-/// A HIP handle that may cross threads: HIP objects are usable from any host thread.
-#[derive(Debug)]
-pub(crate) struct Handle<T>(pub(crate) *mut T);
-
-// By hand: derives would require `T: Clone` / `T: PartialEq` of the opaque pointee.
-impl<T> Clone for Handle<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for Handle<T> {}
-impl<T> PartialEq for Handle<T> {
-    fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self.0, other.0)
-    }
-}
-impl<T> Eq for Handle<T> {}
-
-// SAFETY: HIP streams, events, graphs, modules and device pointers are process-wide objects the
-// runtime lets any thread use; the wrapper only carries the pointer value.
-unsafe impl<T> Send for Handle<T> {}
-// SAFETY: as above; sharing the pointer value is harmless.
-unsafe impl<T> Sync for Handle<T> {}
-
-impl<T> Handle<T> {
-    /// The null handle.
-    pub(crate) fn null() -> Self {
-        Handle(std::ptr::null_mut())
-    }
-
-    /// True for the null handle.
-    pub(crate) fn is_null(self) -> bool {
-        self.0.is_null()
-    }
 }

@@ -1,0 +1,212 @@
+//! `CudaDevice`: one device's primary context as a [`Driver`], opened through cudarc with the
+//! driver library loaded at run time.
+
+use std::{
+    panic::{self, AssertUnwindSafe},
+    ptr,
+    sync::Arc,
+};
+
+use accel_graph_api::{BackendKind, Capabilities, GraphError, Result};
+use accel_graph_driver::{Driver, DriverResult};
+use cudarc::driver::{CudaContext, sys};
+
+use crate::{
+    error::{BACKEND, check, describe},
+    ops::Kernels,
+};
+
+/// The CUDA driver of a [`crate::CudaBackend`]: the device's primary context and the portable
+/// ops' kernels loaded in it.
+pub struct CudaDevice {
+    /// Before `ctx`: the module is unloaded while the context lives.
+    pub(crate) kernels: Kernels,
+    pub(crate) ordinal: usize,
+    name: String,
+    pub(crate) ctx: Arc<CudaContext>,
+}
+
+impl CudaDevice {
+    /// Opens device `ordinal`. Without a usable driver or device the error is
+    /// [`GraphError::BackendUnavailable`] carrying the loader's or driver's text.
+    pub(crate) fn open(ordinal: usize) -> Result<Self> {
+        ensure_driver_library()?;
+        guard_loader("loading the CUDA driver API", || Self::open_loaded(ordinal))
+    }
+
+    fn open_loaded(ordinal: usize) -> Result<Self> {
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| unavailable("cuInit/cuDevicePrimaryCtxRetain", e))?;
+        // Our buffers are not cudarc slices, and cudarc's per-slice events recorded and waited
+        // behind a capture's back break it (CUDA_ERROR_STREAM_CAPTURE_ISOLATION): tracking is
+        // off on this context object, which is why the accessors handing it out are `unsafe`.
+        // SAFETY: ordering across streams is the driver layer's job (events, capture joins).
+        unsafe { ctx.disable_event_tracking() };
+        let name = ctx
+            .name()
+            .map_err(|e| unavailable("cuDeviceGetName", e))?;
+        let kernels = Kernels::load().map_err(|e| GraphError::BackendUnavailable {
+            backend: BACKEND,
+            reason: format!("loading the portable ops' kernels failed: {e}"),
+        })?;
+        Ok(CudaDevice {
+            kernels,
+            ordinal,
+            name,
+            ctx,
+        })
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// Device memory `(free, total)` in bytes, from `cuMemGetInfo`.
+    pub fn mem_get_info(&self) -> Result<(usize, usize)> {
+        self.ctx.mem_get_info().map_err(|e| GraphError::Driver {
+            backend: BACKEND,
+            code: e.0 as i64,
+            name: describe(e.0).0,
+            message: "cuMemGetInfo".to_owned(),
+        })
+    }
+
+    /// The cudarc context (the device's primary context).
+    ///
+    /// # Safety
+    /// cudarc's per-slice event tracking is disabled on this context object (its events break
+    /// stream capture). Safe cudarc code that relies on it — a `CudaSlice` used on two
+    /// streams — loses the ordering cudarc promises: order such work with events yourself.
+    /// Captures must be begun, and streams joined to captures, through the backend only, and
+    /// memory your own work touches in a captured graph must outlive every replay.
+    pub unsafe fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+}
+
+impl Driver for CudaDevice {
+    const KIND: BackendKind = BackendKind::Cuda;
+
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = Capabilities::none(self.name.clone());
+        caps.native_graphs = true;
+        caps.host_callbacks = true;
+        caps.multi_stream_capture = true;
+        caps.uncapturable_default_stream = true;
+        caps.capture_modes_enforced = true;
+        caps.graph_upload = true;
+        caps.native_work_capture = true;
+        caps.event_timing = true;
+        caps
+    }
+
+    /// CUDA's global capture mode spans the process: one domain for every CUDA instance.
+    fn capture_domain(&self) -> u64 {
+        0
+    }
+
+    /// Makes the context current on this thread; a no-op when it is already (one
+    /// `cuCtxGetCurrent`, kept this cheap because every op and replay pays it).
+    #[inline]
+    fn bind(&self) -> DriverResult<()> {
+        let want = self.ctx.cu_ctx();
+        let mut current = ptr::null_mut();
+        // SAFETY: reads this thread's current context into a local.
+        let rc = unsafe { sys::cuCtxGetCurrent(&mut current) };
+        if rc == sys::CUresult::CUDA_SUCCESS && current == want {
+            return Ok(());
+        }
+        // SAFETY: the context is alive while the device holds it.
+        check(unsafe { sys::cuCtxSetCurrent(want) }, "cuCtxSetCurrent")
+    }
+
+    fn synchronize(&self) -> DriverResult<()> {
+        // SAFETY: plain device synchronization.
+        check(unsafe { sys::cuCtxSynchronize() }, "cuCtxSynchronize")
+    }
+}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        // The module unload that follows (`kernels`) needs the context current here.
+        let _ = self.ctx.bind_to_thread();
+    }
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("name", &self.name)
+            .field("ordinal", &self.ordinal)
+            .finish()
+    }
+}
+
+fn unavailable(call: &str, err: cudarc::driver::DriverError) -> GraphError {
+    let (name, message) = describe(err.0);
+    let hint = if err.0 == sys::CUresult::CUDA_ERROR_STUB_LIBRARY {
+        " (the CUDA toolkit's stub libcuda was loaded instead of the driver's: remove the \
+         toolkit's stubs/ folder from LD_LIBRARY_PATH)"
+    } else {
+        ""
+    };
+    GraphError::BackendUnavailable {
+        backend: BACKEND,
+        reason: format!("{call} failed: {name}: {message}{hint}"),
+    }
+}
+
+/// Library names tried, in the order cudarc's loader tries its candidates.
+fn candidates() -> Vec<String> {
+    let mut names = cudarc::get_lib_name_candidates("cuda");
+    names.extend(cudarc::get_lib_name_candidates("nvcuda"));
+    names
+}
+
+/// Checks that the CUDA driver library can be loaded before cudarc touches it (cudarc's
+/// dynamic loader panics when it is missing, and a constructor must return an error instead).
+fn ensure_driver_library() -> Result<()> {
+    let mut first_error = None;
+    for name in candidates() {
+        // SAFETY: loading libcuda runs its initialisers, which is what using the driver means;
+        // the handle is dropped at once (cudarc keeps its own).
+        match unsafe { libloading::Library::new(&name) } {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                first_error.get_or_insert_with(|| match std::error::Error::source(&e) {
+                    Some(cause) => format!("{name}: {e}: {cause}"),
+                    None => format!("{name}: {e}"),
+                });
+            }
+        }
+    }
+    Err(GraphError::BackendUnavailable {
+        backend: BACKEND,
+        reason: format!(
+            "the CUDA driver library could not be loaded (is an NVIDIA driver installed and \
+             libcuda on the loader path?): {}",
+            first_error.unwrap_or_else(|| "no candidate names".to_owned())
+        ),
+    })
+}
+
+/// Runs `f`, turning a panic from cudarc's loader (a driver too old to export a symbol the
+/// bindings need) into `BackendUnavailable`.
+fn guard_loader<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let text = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "panic without message".to_owned());
+            Err(GraphError::BackendUnavailable {
+                backend: BACKEND,
+                reason: format!("{what}: {text}"),
+            })
+        }
+    }
+}
+
