@@ -10,7 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions, Result};
+use accel_graph_api::{
+    AcceleratorGraph, Backend, DeviceBuffer, GraphError, GraphOptions, PortableOps, Result,
+};
 use accel_graph_wgpu::{PORTABLE_OPS_WGSL, WgpuBackend, WgpuBuffer, dispatch_size};
 use wgpu::util::DeviceExt as _;
 
@@ -90,7 +92,7 @@ impl HandBuilt {
         x: &WgpuBuffer,
         ops: usize,
     ) -> Vec<(usize, wgpu::BindGroup)> {
-        let n = y.byte_len() / 4;
+        let n = y.len();
         (0..ops)
             .map(|i| {
                 let (which, a) = match op(i) {
@@ -106,7 +108,7 @@ impl HandBuilt {
                     contents: &params,
                     usage: wgpu::BufferUsages::UNIFORM,
                 });
-                let size = wgpu::BufferSize::new(y.byte_len());
+                let size = wgpu::BufferSize::new(y.num_bytes() as u64);
                 let mut entries = vec![
                     wgpu::BindGroupEntry {
                         binding: 0,
@@ -115,7 +117,7 @@ impl HandBuilt {
                     wgpu::BindGroupEntry {
                         binding: 1,
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: y.raw(),
+                            buffer: y.block().buffer(),
                             offset: 0,
                             size,
                         }),
@@ -125,7 +127,7 @@ impl HandBuilt {
                     entries.push(wgpu::BindGroupEntry {
                         binding: 2,
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: x.raw(),
+                            buffer: x.block().buffer(),
                             offset: 0,
                             size,
                         }),
@@ -163,7 +165,7 @@ impl HandBuilt {
                 submission_index: Some(index),
                 timeout: None,
             })
-            .map_err(|e| accel_graph_api::GraphError::Driver {
+            .map_err(|e| GraphError::Driver {
                 backend: "wgpu",
                 code: -1,
                 name: "PollError".into(),
@@ -174,15 +176,21 @@ impl HandBuilt {
 }
 
 fn main() -> Result<()> {
-    let args: Vec<usize> = std::env::args()
+    let args = std::env::args()
         .skip(1)
-        .map(|a| a.parse().expect("arguments: [ops] [elements] [iterations]"))
-        .collect();
+        .map(|a| {
+            a.parse::<usize>().map_err(|_| {
+                GraphError::ArgumentMismatch(format!(
+                    "'{a}' is not a count; arguments: [ops] [elements] [iterations]"
+                ))
+            })
+        })
+        .collect::<Result<Vec<usize>>>()?;
     let ops = args.first().copied().unwrap_or(1000);
     let len = args.get(1).copied().unwrap_or(1024);
-    let iterations = args.get(2).copied().unwrap_or(20);
+    let iterations = args.get(2).copied().unwrap_or(20).max(1);
 
-    let b = WgpuBackend::new()?;
+    let b = WgpuBackend::new(0)?;
     println!("adapter: {}", b.capabilities().device_name);
     println!(
         "program: {ops} portable ops (add_scalar, scale, axpy) on {len} f32; median of {iterations}"
@@ -190,7 +198,7 @@ fn main() -> Result<()> {
     let y = b.alloc_from(&vec![1.0; len])?;
     let x = b.alloc_from(&vec![0.5; len])?;
     let stream = b.new_stream()?;
-    let _current = b.use_stream(&stream);
+    let _current = b.use_stream(&stream)?;
 
     let eager = time(iterations, || {
         issue(&b, &y, &x, ops)?;

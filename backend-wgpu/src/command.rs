@@ -1,9 +1,28 @@
-//! `Command`: one unit of fully resolved stream work. Eager ops encode a command and submit it
-//! at once; a capture records commands, and replay re-encodes the recorded ones.
+//! `Command`: one unit of fully resolved stream work, and how it runs. Eager work runs a
+//! command at once; a capture records commands, and a replay runs the recorded ones: runs of
+//! GPU commands encoded into one encoder and one submit, host functions in between.
 
-use accel_graph_api::{HostCallback, NodeKind};
+use std::{ffi::c_void, sync::Arc};
 
-use crate::kernels::{Kernel, ResolvedDispatch};
+use accel_graph_api::NodeKind;
+use accel_graph_driver::{DriverResult, api::HostFn};
+
+use crate::{
+    WgpuDevice, event::WgpuEventState, kernels::ResolvedDispatch, stream::WgpuStreamState,
+};
+
+/// A host function with its data pointer, as the driver layer hands it over.
+#[derive(Clone, Copy)]
+pub(crate) struct HostFunction {
+    pub(crate) func: HostFn,
+    pub(crate) data: *mut c_void,
+}
+
+// SAFETY: the driver layer keeps `data` alive and callable from any thread for as long as the
+// host function can run (that is `launch_host`'s contract); the pointer is only passed back.
+unsafe impl Send for HostFunction {}
+// SAFETY: as above; the value is never mutated.
+unsafe impl Sync for HostFunction {}
 
 /// A piece of stream work with every GPU object it needs already built.
 #[derive(Clone)]
@@ -16,21 +35,28 @@ pub(crate) enum Command {
         dst: wgpu::Buffer,
         bytes: u64,
     },
-    /// A host function run in stream order.
-    Host(HostCallback),
+    /// A host function, run in stream order.
+    Host(HostFunction),
+    /// The record of an event: a node of its own in a graph for external events; a timing
+    /// event writes a timestamp.
+    RecordEvent(Arc<WgpuEventState>),
+    /// A wait on an external event (a node of its own in a graph; the queue is in order, so
+    /// it orders nothing more).
+    WaitEvent,
     /// Work that touches nothing (an op on an empty buffer, a copy onto itself): still a node,
     /// so graphs of generic code have the same shape on every backend.
     Nothing { kind: NodeKind, label: &'static str },
 }
 
 impl Command {
-    /// The node kind this command shows as in `nodes()` and DOT dumps.
+    /// The node kind the command shows as in `nodes()` and DOT dumps.
     pub(crate) fn kind(&self) -> NodeKind {
         match self {
-            Command::Dispatch(d) if d.kernel == Kernel::Fill => NodeKind::Memset,
-            Command::Dispatch(_) => NodeKind::Kernel,
+            Command::Dispatch(d) => d.kind(),
             Command::Copy { .. } => NodeKind::Memcpy,
             Command::Host(_) => NodeKind::Host,
+            Command::RecordEvent(_) => NodeKind::EventRecord,
+            Command::WaitEvent => NodeKind::EventWait,
             Command::Nothing { kind, .. } => *kind,
         }
     }
@@ -38,15 +64,11 @@ impl Command {
     /// The node label.
     pub(crate) fn label(&self) -> String {
         match self {
-            Command::Dispatch(d) => format!(
-                "{} grid=({},{}) x {}",
-                d.kernel.name(),
-                d.groups.0,
-                d.groups.1,
-                crate::kernels::WORKGROUP_SIZE
-            ),
+            Command::Dispatch(d) => d.label(),
             Command::Copy { bytes, .. } => format!("copy {bytes} bytes"),
             Command::Host(_) => "host_callback".to_owned(),
+            Command::RecordEvent(_) => "event_record".to_owned(),
+            Command::WaitEvent => "event_wait".to_owned(),
             Command::Nothing { label, .. } => (*label).to_owned(),
         }
     }
@@ -54,41 +76,92 @@ impl Command {
 
 impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.label())
+        f.write_str(&self.label())
     }
 }
 
-/// Encodes a run of GPU commands (no host command) into `encoder`: consecutive dispatches share
-/// one compute pass, copies go between passes.
-pub(crate) fn encode_gpu_run<'a>(
-    encoder: &mut wgpu::CommandEncoder,
-    commands: impl IntoIterator<Item = &'a Command>,
-) {
-    // `forget_lifetime` lets the pass live in a variable next to the encoder; wgpu then locks the
-    // encoder at run time until the pass drops, which happens before every copy.
+/// Encodes a run of commands into one encoder: consecutive dispatches share a compute pass,
+/// copies and timestamps go between passes, host functions are not part of a run. `None` when
+/// the run holds no GPU work.
+fn encode_run(device: &wgpu::Device, commands: &[Command]) -> Option<wgpu::CommandBuffer> {
+    let mut encoder: Option<wgpu::CommandEncoder> = None;
+    // `forget_lifetime` lets the pass live next to the encoder; wgpu then locks the encoder at
+    // run time until the pass drops, which happens before every copy or timestamp.
     let mut pass: Option<wgpu::ComputePass<'static>> = None;
     for command in commands {
+        let gpu_work = match command {
+            Command::Dispatch(_) | Command::Copy { .. } => true,
+            Command::RecordEvent(event) => event.timer().is_some(),
+            Command::Host(_) | Command::WaitEvent | Command::Nothing { .. } => false,
+        };
+        if !gpu_work {
+            continue;
+        }
+        let encoder = encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
+        });
         match command {
             Command::Dispatch(d) => {
-                if d.groups.0 == 0 {
-                    continue;
-                }
-                let p = match &mut pass {
-                    Some(p) => p,
-                    None => pass.insert(
-                        encoder
-                            .begin_compute_pass(&Default::default())
-                            .forget_lifetime(),
-                    ),
-                };
+                let p = pass.get_or_insert_with(|| {
+                    encoder
+                        .begin_compute_pass(&Default::default())
+                        .forget_lifetime()
+                });
                 d.encode(p);
             }
             Command::Copy { src, dst, bytes } => {
-                // A pass borrows the encoder; close it before a copy.
                 drop(pass.take());
                 encoder.copy_buffer_to_buffer(src, 0, dst, 0, *bytes);
             }
-            Command::Host(_) | Command::Nothing { .. } => {}
+            Command::RecordEvent(event) => {
+                drop(pass.take());
+                if let Some(timer) = event.timer() {
+                    timer.encode(encoder);
+                }
+            }
+            Command::Host(_) | Command::WaitEvent | Command::Nothing { .. } => {}
         }
+    }
+    drop(pass);
+    encoder.map(wgpu::CommandEncoder::finish)
+}
+
+impl WgpuDevice {
+    /// Records `command` if `stream` is capturing, else runs it now.
+    pub(crate) fn issue(&self, stream: &WgpuStreamState, command: Command) -> DriverResult<()> {
+        match self.capture.record(stream.key(), command)? {
+            None => Ok(()),
+            Some(Command::Host(f)) => self.run_host(stream, f),
+            Some(command) => {
+                self.submit_run(stream, std::slice::from_ref(&command));
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs a run of commands (no host function) on `stream`: one encoder, one submit; then
+    /// the events recorded in it complete with that submission.
+    pub(crate) fn submit_run(&self, stream: &WgpuStreamState, commands: &[Command]) {
+        let gpu = self.gpu();
+        if let Some(buffer) = encode_run(&gpu.device, commands) {
+            stream.submit(|| gpu.queue.submit([buffer]));
+        }
+        let last = stream.last_submission();
+        for command in commands {
+            if let Command::RecordEvent(event) = command {
+                event.complete(last.clone());
+            }
+        }
+    }
+
+    /// Runs a host function in `stream`'s order: after the work submitted before it. The queue
+    /// is in order, so the stream's last submission covers every earlier one.
+    pub(crate) fn run_host(&self, stream: &WgpuStreamState, f: HostFunction) -> DriverResult<()> {
+        if let Some(last) = stream.last_submission() {
+            self.gpu().wait(Some(&last))?;
+        }
+        // SAFETY: the driver layer keeps `data` valid while the function can run.
+        unsafe { (f.func)(f.data) };
+        Ok(())
     }
 }

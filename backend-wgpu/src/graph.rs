@@ -1,147 +1,148 @@
-//! `WgpuGraphImpl`: the wgpu half of a graph. Capture marks the current stream as recording
-//! into a [`CaptureSession`]; `capture_end` keeps the recorded nodes as the raw graph;
-//! `instantiate` turns them into a [`ReplayPlan`]; `replay` re-encodes that plan.
+//! Software graphs: the raw graph a capture records, and the replay plan an instantiation
+//! makes of it — GPU runs re-encoded into one encoder and one submit per replay, host
+//! functions in between.
 
-use std::sync::Arc;
-
-use accel_graph_api::{
-    CaptureErrorMode, GraphError, GraphImpl, GraphTopology, PoolId, Result,
-    pools::{MemoryPools, PoolHold},
-};
+use accel_graph_api::GraphTopology;
+use accel_graph_driver::{DriverResult, api::DriverGraphs, software::Node};
 
 use crate::{
-    capture::CaptureSession,
-    context::Context,
-    memory::WgpuAllocator,
-    plan::{RawGraph, ReplayPlan},
+    WgpuDevice,
+    command::{Command, HostFunction},
+    stream::WgpuStreamState,
 };
 
-/// The wgpu implementation behind [`crate::WgpuGraph`].
-pub struct WgpuGraphImpl {
-    ctx: Arc<Context>,
-    capture: Option<Arc<CaptureSession>>,
-    hold: Option<PoolHold<WgpuAllocator>>,
-    raw: Option<RawGraph>,
-    exec: Option<ReplayPlan>,
+/// A captured graph: the recorded commands with their dependencies, in capture order (a
+/// topological order). What [`accel_graph_api::Graph::raw_graph`] returns.
+pub struct WgpuRawGraph {
+    nodes: Vec<Node<Command>>,
 }
 
-impl WgpuGraphImpl {
-    pub(crate) fn new(ctx: Arc<Context>) -> Self {
-        WgpuGraphImpl {
-            ctx,
-            capture: None,
-            hold: None,
-            raw: None,
-            exec: None,
-        }
+impl WgpuRawGraph {
+    pub(crate) fn new(nodes: Vec<Node<Command>>) -> Self {
+        WgpuRawGraph { nodes }
     }
 
-    /// Number of GPU and host nodes in the raw graph (`None` once it was dropped).
-    pub fn raw_node_count(&self) -> Option<usize> {
-        self.raw.as_ref().map(|r| r.nodes.len())
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
     }
 
-    fn abort_capture(&mut self) {
-        if let Some(session) = self.capture.take() {
-            session.close();
-            self.ctx.rules.end(session.id);
-        }
+    /// True when the graph has no node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Each node's label (`"axpy grid=(4,1) x 256"`...), in node order.
+    pub fn labels(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.command.label()).collect()
     }
 }
 
-impl GraphImpl for WgpuGraphImpl {
-    fn backend_name(&self) -> &'static str {
-        "wgpu"
-    }
-
-    fn capture_begin(&mut self, pool: PoolId, mode: CaptureErrorMode) -> Result<()> {
-        let stream = self.ctx.current.get();
-        if !stream.inner.capturable {
-            return Err(GraphError::StreamNotCapturable);
-        }
-        let mut state = stream.state();
-        if state.capture.is_some() {
-            return Err(accel_graph_api::EmulatedCudaError::IllegalState.error(
-                "wgpu",
-                format!("stream {} is capturing already", stream.id()),
-            ));
-        }
-        let id = self.ctx.rules.begin(mode);
-        let session = CaptureSession::new(id, pool, mode.resolved(), stream.clone());
-        state.capture = Some(Arc::clone(&session));
-        drop(state);
-        self.hold = Some(MemoryPools::hold(&self.ctx.pools, pool));
-        self.capture = Some(session);
-        Ok(())
-    }
-
-    fn capture_end(&mut self) -> Result<usize> {
-        let session = self.capture.clone().ok_or(GraphError::NotCapturing)?;
-        self.ctx.rules.check_end(session.id)?;
-        if self.ctx.current.get() != session.origin {
-            return Err(GraphError::CaptureStreamMismatch);
-        }
-        self.capture = None;
-        let finished = session.close();
-        if let Some(reason) = self.ctx.rules.end(session.id) {
-            return Err(GraphError::CaptureInvalidated { reason });
-        }
-        if finished.unjoined {
-            return Err(GraphError::CaptureUnjoined);
-        }
-        let count = finished.nodes.len();
-        self.raw = Some(RawGraph {
-            nodes: finished.nodes.into(),
-        });
-        Ok(count)
-    }
-
-    fn instantiate(&mut self) -> Result<()> {
-        let raw = self.raw.as_ref().ok_or(GraphError::RawGraphUnavailable)?;
-        self.exec = Some(raw.instantiate());
-        Ok(())
-    }
-
-    fn replay(&mut self) -> Result<()> {
-        let exec = self.exec.as_ref().ok_or(GraphError::NotCaptured {
-            operation: "replay",
-        })?;
-        let stream = self.ctx.current.get();
-        if stream.session().is_some() {
-            return Err(GraphError::Unsupported {
-                what: "replaying a wgpu graph while the current stream is capturing (no child \
-                       graph nodes in software graphs)"
-                    .to_owned(),
-            });
-        }
-        exec.replay(&self.ctx.gpu, &stream)
-    }
-
-    fn drop_raw_graph(&mut self) {
-        self.raw = None;
-    }
-
-    fn reset(&mut self) {
-        self.abort_capture();
-        self.raw = None;
-        self.exec = None;
-        self.hold = None;
-    }
-
-    fn topology(&self) -> Result<GraphTopology> {
-        self.raw
-            .as_ref()
-            .map(RawGraph::topology)
-            .ok_or(GraphError::RawGraphUnavailable)
-    }
-}
-
-impl std::fmt::Debug for WgpuGraphImpl {
+impl std::fmt::Debug for WgpuRawGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuGraphImpl")
-            .field("capturing", &self.capture.is_some())
-            .field("raw_nodes", &self.raw_node_count())
-            .field("instantiated", &self.exec.is_some())
+        f.debug_struct("WgpuRawGraph")
+            .field("nodes", &self.labels())
             .finish()
+    }
+}
+
+/// One step of a replay.
+enum Step {
+    /// GPU commands (and event records) encoded together and submitted once.
+    Gpu(Vec<Command>),
+    /// A host function, run once the work before it has completed.
+    Host(HostFunction),
+}
+
+/// An instantiated graph: runs of GPU work split only at host functions. What
+/// [`accel_graph_api::Graph::executable`] returns.
+pub struct WgpuExecutable {
+    steps: Vec<Step>,
+}
+
+impl WgpuExecutable {
+    /// Queue submits per replay.
+    pub fn submits(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s, Step::Gpu(_)))
+            .count()
+    }
+
+    /// Host functions per replay.
+    pub fn host_steps(&self) -> usize {
+        self.steps.len() - self.submits()
+    }
+}
+
+impl std::fmt::Debug for WgpuExecutable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuExecutable")
+            .field("steps", &self.steps.len())
+            .field("submits", &self.submits())
+            .finish()
+    }
+}
+
+impl DriverGraphs for WgpuDevice {
+    type Exec = WgpuExecutable;
+
+    /// Capture order is a topological order (a node only depends on earlier nodes), and the
+    /// one queue runs submissions in order, so running the nodes in capture order keeps every
+    /// dependency.
+    fn instantiate(&self, graph: &WgpuRawGraph) -> DriverResult<WgpuExecutable> {
+        let mut steps = Vec::new();
+        let mut run: Vec<Command> = Vec::new();
+        for node in &graph.nodes {
+            match &node.command {
+                Command::Host(f) => {
+                    if !run.is_empty() {
+                        steps.push(Step::Gpu(std::mem::take(&mut run)));
+                    }
+                    steps.push(Step::Host(*f));
+                }
+                Command::Nothing { .. } | Command::WaitEvent => {}
+                gpu => run.push(gpu.clone()),
+            }
+        }
+        if !run.is_empty() {
+            steps.push(Step::Gpu(run));
+        }
+        Ok(WgpuExecutable { steps })
+    }
+
+    fn upload_exec(&self, _exec: &WgpuExecutable, _stream: &WgpuStreamState) -> DriverResult<()> {
+        // Nothing to upload: a replay encodes its commands afresh.
+        Ok(())
+    }
+
+    fn launch_exec(&self, exec: &WgpuExecutable, stream: &WgpuStreamState) -> DriverResult<()> {
+        for step in &exec.steps {
+            match step {
+                Step::Gpu(commands) => self.submit_run(stream, commands),
+                Step::Host(f) => self.run_host(stream, *f)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn node_count(&self, graph: &WgpuRawGraph) -> DriverResult<usize> {
+        Ok(graph.nodes.len())
+    }
+
+    fn topology(&self, graph: &WgpuRawGraph) -> DriverResult<GraphTopology> {
+        let mut t = GraphTopology::default();
+        for node in &graph.nodes {
+            t.add_node(node.command.kind(), node.command.label());
+        }
+        for (id, node) in graph.nodes.iter().enumerate() {
+            // Sorted: deterministic DOT bytes whatever order the joins came in.
+            let mut deps = node.deps.clone();
+            deps.sort_unstable();
+            for dep in deps {
+                t.add_edge(dep, id);
+            }
+        }
+        Ok(t)
     }
 }

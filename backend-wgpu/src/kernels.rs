@@ -1,24 +1,24 @@
-//! The portable ops as WGSL compute pipelines, built once per device.
+//! The kernels on one device: their pipelines, built once when the device opens, and the
+//! resolution of one launch (parameter block, bind group, grid). Generic over the table of
+//! kernels in `ops.rs`: a new row needs nothing here.
 
+use accel_graph_api::{GraphError, NodeKind, PortableOp};
+use accel_graph_driver::{DriverError, DriverResult, api::Region};
 use wgpu::util::DeviceExt as _;
 
-/// WGSL source of the portable ops (`fill`, `add_scalar`, `scale`, `axpy`, `axpy_self`), for
-/// code that wants to build the same pipelines itself (the benchmark's hand-built baseline).
-///
-/// Bindings: `@group(0) @binding(0)` a uniform `Params { n: u32, a: f32, zero: u32, _pad: u32 }`
-/// (`zero` must be 0: it keeps `axpy`'s product from being fused into an FMA),
-/// `@binding(1)` the read-write `y`, `@binding(2)` the read-only `x` (only `axpy`). Workgroups
-/// of 256 invocations; see [`dispatch_size`] for the grid.
-pub const PORTABLE_OPS_WGSL: &str = include_str!("shaders/portable_ops.wgsl");
+use crate::{
+    memory::WgpuBlock,
+    ops::{Kernel, PORTABLE_OPS_WGSL},
+};
 
 /// Invocations per workgroup in [`PORTABLE_OPS_WGSL`].
-pub const WORKGROUP_SIZE: u32 = 256;
+pub const WORKGROUP_SIZE: u32 = crate::wgsl::workgroup_size!();
 
 /// The most workgroups WebGPU guarantees per grid dimension.
 const MAX_GROUPS_PER_DIMENSION: u32 = 65_535;
 
-/// The workgroup grid `(x, y)` covering `len` elements with [`WORKGROUP_SIZE`] invocations each;
-/// `(0, 0)` for no element. Wide grids fold into a second dimension.
+/// The workgroup grid `(x, y)` covering `len` elements with [`WORKGROUP_SIZE`] invocations
+/// each; `(0, 0)` for no element. Wide grids fold into a second dimension.
 ///
 /// ```
 /// use accel_graph_wgpu::dispatch_size;
@@ -33,65 +33,64 @@ pub fn dispatch_size(len: usize) -> (u32, u32) {
     }
     let x = groups.min(MAX_GROUPS_PER_DIMENSION as usize);
     let y = groups.div_ceil(x);
-    (x as u32, y as u32)
+    // Launches are bounded by the storage binding size (under 2^32 bytes), so `y` fits.
+    (x as u32, u32::try_from(y).unwrap_or(u32::MAX))
 }
 
-/// Which portable kernel a dispatch runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kernel {
-    Fill,
-    AddScalar,
-    Scale,
-    Axpy,
-    AxpySelf,
-}
-
-impl Kernel {
-    /// The WGSL entry point, also the node label.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Kernel::Fill => "fill",
-            Kernel::AddScalar => "add_scalar",
-            Kernel::Scale => "scale",
-            Kernel::Axpy => "axpy",
-            Kernel::AxpySelf => "axpy_self",
-        }
+/// Refuses a kernel over more elements than one storage binding holds (a kernel binds its
+/// buffers whole), or than its parameter block counts.
+pub(crate) fn check_binding_size(
+    limits: &wgpu::Limits,
+    op: &'static str,
+    len: usize,
+) -> DriverResult<()> {
+    let max_bytes = limits.max_storage_buffer_binding_size;
+    let bytes = (len as u64).checked_mul(4);
+    if u32::try_from(len).is_err() || bytes.is_none_or(|b| b > max_bytes) {
+        return Err(DriverError::Api(GraphError::Unsupported {
+            what: format!(
+                "{op} on {len} elements: the adapter binds at most {max_bytes} bytes of \
+                 storage per buffer"
+            ),
+        }));
     }
-
-    fn reads_x(self) -> bool {
-        self == Kernel::Axpy
-    }
+    Ok(())
 }
 
-/// The uniform block of every portable kernel.
+/// The uniform block of every kernel.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Params {
     n: u32,
     a: f32,
-    /// Always 0: the shader XORs the axpy product with it so the product cannot be fused.
+    /// Always 0: the shader XORs products with it so that they cannot be fused.
     zero: u32,
     pad: u32,
 }
 
-/// Pipelines and layouts of the portable ops on one device.
+/// The pipelines of one kernel.
+#[derive(Debug)]
+struct KernelPipelines {
+    main: wgpu::ComputePipeline,
+    /// The `<name>_self` entry point (kernels that read a second buffer).
+    aliased: Option<wgpu::ComputePipeline>,
+}
+
+/// The pipelines and layouts of every kernel on one device.
 #[derive(Debug)]
 pub(crate) struct Kernels {
     unary_layout: wgpu::BindGroupLayout,
     binary_layout: wgpu::BindGroupLayout,
-    fill: wgpu::ComputePipeline,
-    add_scalar: wgpu::ComputePipeline,
-    scale: wgpu::ComputePipeline,
-    axpy: wgpu::ComputePipeline,
-    axpy_self: wgpu::ComputePipeline,
+    /// Indexed by `Kernel as usize`.
+    pipelines: Vec<KernelPipelines>,
 }
 
-fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+fn layout_entry(binding: u32, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLayoutEntry {
     wgpu::BindGroupLayoutEntry {
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,
         ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
+            ty,
             has_dynamic_offset: false,
             min_binding_size: None,
         },
@@ -99,37 +98,38 @@ fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
     }
 }
 
-fn uniform_entry() -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding: 0,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Uniform,
-            has_dynamic_offset: false,
-            min_binding_size: None,
-        },
-        count: None,
-    }
+fn storage(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+    layout_entry(binding, wgpu::BufferBindingType::Storage { read_only })
+}
+
+/// The first `len` elements of `block` as a binding.
+fn binding(block: &WgpuBlock, len: usize) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+        buffer: block.buffer(),
+        offset: 0,
+        size: wgpu::BufferSize::new(len as u64 * 4),
+    })
 }
 
 impl Kernels {
-    /// Compiles the WGSL module and builds one pipeline per entry point.
-    pub(crate) fn new(device: &wgpu::Device) -> Self {
+    /// Compiles [`PORTABLE_OPS_WGSL`] and builds every kernel's pipelines. Errors (with
+    /// wgpu's validation message) if the device rejects them.
+    pub(crate) fn new(device: &wgpu::Device) -> Result<Self, String> {
+        // Validation errors go to the device's logging handler otherwise; caught here, a
+        // device that cannot build the kernels is unavailable instead of silently broken.
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("accel-graph portable ops"),
             source: wgpu::ShaderSource::Wgsl(PORTABLE_OPS_WGSL.into()),
         });
+        let uniform = layout_entry(0, wgpu::BufferBindingType::Uniform);
         let unary_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("accel-graph unary"),
-            entries: &[uniform_entry(), storage_entry(1, false)],
+            entries: &[uniform, storage(1, false)],
         });
         let binary_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("accel-graph binary"),
-            entries: &[
-                uniform_entry(),
-                storage_entry(1, false),
-                storage_entry(2, true),
-            ],
+            entries: &[uniform, storage(1, false), storage(2, true)],
         });
         let pipeline = |layout: &wgpu::BindGroupLayout, entry: &str| {
             let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -146,42 +146,43 @@ impl Kernels {
                 cache: None,
             })
         };
-        Kernels {
-            fill: pipeline(&unary_layout, "fill"),
-            add_scalar: pipeline(&unary_layout, "add_scalar"),
-            scale: pipeline(&unary_layout, "scale"),
-            axpy: pipeline(&binary_layout, "axpy"),
-            axpy_self: pipeline(&unary_layout, "axpy_self"),
+        let pipelines = Kernel::ALL
+            .iter()
+            .map(|k| match k.self_entry() {
+                Some(aliased) => KernelPipelines {
+                    main: pipeline(&binary_layout, k.name()),
+                    aliased: Some(pipeline(&unary_layout, aliased)),
+                },
+                None => KernelPipelines {
+                    main: pipeline(&unary_layout, k.name()),
+                    aliased: None,
+                },
+            })
+            .collect();
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            return Err(format!("building the portable-op kernels failed: {error}"));
+        }
+        Ok(Kernels {
             unary_layout,
             binary_layout,
-        }
+            pipelines,
+        })
     }
 
-    fn pipeline(&self, kernel: Kernel) -> &wgpu::ComputePipeline {
-        match kernel {
-            Kernel::Fill => &self.fill,
-            Kernel::AddScalar => &self.add_scalar,
-            Kernel::Scale => &self.scale,
-            Kernel::Axpy => &self.axpy,
-            Kernel::AxpySelf => &self.axpy_self,
-        }
-    }
-
-    /// Resolves one launch of `kernel` over the first `len` elements of `y` (and `x`): the
-    /// pipeline, a bind group with its own parameter block, and the grid. Everything a replay
-    /// needs, so replay only encodes.
+    /// Resolves `kernel` for `op` over the first `len` elements of its operands (the first
+    /// written, the second read): the pipeline, a bind group with its own parameter block,
+    /// and the grid. `len` was checked by [`check_binding_size`] and is not zero.
     pub(crate) fn resolve(
         &self,
         device: &wgpu::Device,
         kernel: Kernel,
-        len: usize,
-        a: f32,
-        y: &wgpu::Buffer,
-        x: Option<&wgpu::Buffer>,
+        op: PortableOp<Region<'_, WgpuBlock>>,
     ) -> ResolvedDispatch {
-        let groups = dispatch_size(len);
+        let (kind, a) = (op.node_kind(), op.scalar());
+        let (y, x) = op.operands();
+        let (len, y, x) = (y.len, y.block, x.map(|x| x.block));
         let params = Params {
-            n: len as u32,
+            n: u32::try_from(len).unwrap_or(u32::MAX),
             a,
             zero: 0,
             pad: 0,
@@ -191,17 +192,6 @@ impl Kernels {
             contents: bytemuck::bytes_of(&params),
             usage: wgpu::BufferUsages::UNIFORM,
         });
-        let bytes = wgpu::BufferSize::new(len as u64 * 4);
-        fn bind(
-            buffer: &wgpu::Buffer,
-            bytes: Option<wgpu::BufferSize>,
-        ) -> wgpu::BindingResource<'_> {
-            wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer,
-                offset: 0,
-                size: bytes,
-            })
-        }
         let mut entries = vec![
             wgpu::BindGroupEntry {
                 binding: 0,
@@ -209,43 +199,64 @@ impl Kernels {
             },
             wgpu::BindGroupEntry {
                 binding: 1,
-                resource: bind(y, bytes),
+                resource: binding(y, len),
             },
         ];
-        let layout = match (kernel.reads_x(), x) {
-            (true, Some(x)) => {
+        let pipelines = &self.pipelines[kernel as usize];
+        let (entry, pipeline, layout) = match (x, kernel.self_entry(), &pipelines.aliased) {
+            // One buffer read and written: the entry point reading `y` for `x`.
+            (Some(x), Some(entry), Some(aliased)) if x.address() == y.address() => {
+                (entry, aliased, &self.unary_layout)
+            }
+            (Some(x), Some(_), Some(_)) => {
                 entries.push(wgpu::BindGroupEntry {
                     binding: 2,
-                    resource: bind(x, bytes),
+                    resource: binding(x, len),
                 });
-                &self.binary_layout
+                (kernel.name(), &pipelines.main, &self.binary_layout)
             }
-            _ => &self.unary_layout,
+            _ => (kernel.name(), &pipelines.main, &self.unary_layout),
         };
         let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(kernel.name()),
+            label: Some(entry),
             layout,
             entries: &entries,
         });
         ResolvedDispatch {
-            kernel,
-            pipeline: self.pipeline(kernel).clone(),
+            entry,
+            kind,
+            pipeline: pipeline.clone(),
             bind_group,
-            groups,
+            groups: dispatch_size(len),
         }
     }
 }
 
-/// One fully resolved kernel launch.
+/// One fully resolved kernel launch: everything a replay needs, so a replay only encodes.
 #[derive(Debug, Clone)]
 pub(crate) struct ResolvedDispatch {
-    pub(crate) kernel: Kernel,
-    pub(crate) pipeline: wgpu::ComputePipeline,
-    pub(crate) bind_group: wgpu::BindGroup,
-    pub(crate) groups: (u32, u32),
+    /// The entry point, for the label.
+    entry: &'static str,
+    kind: NodeKind,
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    groups: (u32, u32),
 }
 
 impl ResolvedDispatch {
+    /// The node kind the launch shows as.
+    pub(crate) fn kind(&self) -> NodeKind {
+        self.kind
+    }
+
+    /// The node label: entry point and grid.
+    pub(crate) fn label(&self) -> String {
+        format!(
+            "{} grid=({},{}) x {WORKGROUP_SIZE}",
+            self.entry, self.groups.0, self.groups.1
+        )
+    }
+
     /// Encodes the launch into a compute pass.
     pub(crate) fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline);

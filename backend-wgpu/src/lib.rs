@@ -1,49 +1,75 @@
 //! # accel-graph-wgpu
 //!
 //! The WebGPU backend of accel-graph, through wgpu (Vulkan, Metal, DX12, GL; in CI Mesa's
-//! lavapipe, Vulkan on the CPU).
+//! lavapipe, Vulkan on the CPU). It is a driver ([`WgpuDevice`]) under the same driver layer
+//! as the CUDA, HIP and mock backends, so a program sees the same rules, errors and memory
+//! semantics on each.
 //!
-//! WebGPU has no graphs: command buffers are single-use. So graphs here are *software graphs*:
-//! a capture records fully resolved work (compute pipeline, bind group with its own parameter
-//! block, grid size; buffer copies; host callbacks) issued on the capturing stream,
-//! `instantiate` turns the recording into a replay plan, and `replay` re-encodes the plan into
-//! one command encoder (one compute pass per run of kernels) and one queue submit. What a
-//! replay saves over eager work is the per-op resolving (parameter buffers, bind groups) and
-//! the per-op submits.
+//! ## The model
 //!
-//! Everything else follows the shared front ([`accel_graph_api::Graph`]): PyTorch's state
-//! machine, graph memory pools, the four capture error modes (emulated with
-//! [`accel_graph_api::capture_rules::CaptureRules`]), fork/join across streams through events,
-//! DOT dumps and `nodes()`.
+//! * **Graphs** are *software graphs*: WebGPU has none, and its command buffers are
+//!   single-use. A capture records fully resolved work issued on the capturing streams
+//!   (compute pipeline, bind group with its own parameter block, grid; buffer copies; host
+//!   functions; external event records), following CUDA's stream-capture rules (fork/join
+//!   through events, isolation and merge errors, unjoined forks: see
+//!   [`accel_graph_driver::software`]). Instantiation splits the recording into runs of GPU
+//!   work at the host functions; a replay re-encodes each run into one command encoder and
+//!   one queue submit. What a replay saves over eager work is the per-op resolving (parameter
+//!   buffers, bind groups) and the per-op submits.
+//! * **Streams** are logical streams over the device's one in-order wgpu queue; each
+//!   remembers its last submission. The default stream cannot be captured (as CUDA's legacy
+//!   stream). Host functions run on the calling thread once their stream's earlier work has
+//!   completed, eagerly and at their place during a replay.
+//! * **Devices** are opened once per adapter and process and shared by every
+//!   [`WgpuBackend`] on the adapter, so all instances share one capture domain.
+//! * **Memory**: one wgpu storage buffer per block. Device addresses are synthetic (WebGPU
+//!   has none) but stable per block, so pool reuse is visible. An op over more elements than
+//!   one storage binding holds is [`GraphError::Unsupported`].
+//! * **Events** time with GPU timestamps where the adapter has timestamp queries
+//!   (`capabilities().event_timing`).
 //!
-//! Streams are ordered submission queues over the device's one wgpu queue; the default stream
-//! cannot be captured (as CUDA's legacy stream). Device addresses are synthetic (WebGPU has
-//! none) but stable per block, so pool reuse is visible.
-//!
-//! `axpy` rounds the product before the sum, as the contract asks. WGSL lets a shader compiler
-//! contract `y + a * x` into a fused multiply-add (NVIDIA's Vulkan compiler does), so the shader
-//! passes the product through an integer XOR with a zero the compiler cannot see, which forces
-//! the rounded f32 to exist. Replay equals eager bit for bit in any case: both run the same
-//! pipeline.
+//! `axpy` rounds the product before the sum, as the contract asks. WGSL lets a shader
+//! compiler contract `y + a * x` into a fused multiply-add (NVIDIA's Vulkan compiler does), so
+//! the kernels pass products through an integer XOR with a zero the compiler cannot see, which
+//! forces the rounded f32 to exist. Replay equals eager bit for bit in any case: both run the
+//! same pipelines.
 #![deny(missing_docs)]
 
+#[cfg(doc)]
+use accel_graph_api::GraphError;
+
+mod adapter;
 mod backend;
 mod capture;
 mod command;
-mod context;
-mod driver_error;
+mod device;
+mod error;
 mod event;
-mod gpu;
 mod graph;
 mod kernels;
 mod memory;
-mod plan;
+mod ops;
 mod stream;
+mod timing;
+mod wgsl;
 
-pub use backend::{WgpuBackend, WgpuGraph};
-pub use event::WgpuEvent;
-pub use gpu::ADAPTER_ENV;
-pub use graph::WgpuGraphImpl;
-pub use kernels::{PORTABLE_OPS_WGSL, WORKGROUP_SIZE, dispatch_size};
-pub use memory::{RawBlock, WgpuAllocator, WgpuBuffer};
-pub use stream::WgpuStream;
+pub use adapter::ADAPTER_ENV;
+pub use backend::WgpuBackend;
+pub use device::WgpuDevice;
+pub use event::WgpuEventState;
+pub use graph::{WgpuExecutable, WgpuRawGraph};
+pub use kernels::{WORKGROUP_SIZE, dispatch_size};
+pub use memory::WgpuBlock;
+pub use ops::PORTABLE_OPS_WGSL;
+pub use stream::WgpuStreamState;
+
+/// A buffer of the wgpu backend.
+pub type WgpuBuffer = accel_graph_driver::DriverBuffer<WgpuDevice>;
+/// A stream of the wgpu backend.
+pub type WgpuStream = accel_graph_driver::DriverStream<WgpuDevice>;
+/// An event of the wgpu backend.
+pub type WgpuEvent = accel_graph_driver::DriverEvent<WgpuDevice>;
+/// The graph implementation of the wgpu backend.
+pub type WgpuGraphImpl = accel_graph_driver::DriverGraph<WgpuDevice>;
+/// The wgpu backend's graph type.
+pub type WgpuGraph = accel_graph_api::Graph<WgpuGraphImpl>;

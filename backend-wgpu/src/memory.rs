@@ -1,65 +1,103 @@
-//! Device memory: wgpu storage buffers as raw blocks under the shared pool bookkeeping, and
-//! [`WgpuBuffer`], the backend's buffer type.
+//! Device memory: one wgpu storage buffer per block, at a synthetic address (WebGPU has
+//! none), and the blocking copies between host and device.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, Ordering},
+use std::sync::mpsc;
+
+use accel_graph_driver::{DriverResult, api::DriverMemory};
+
+use crate::{
+    WgpuDevice,
+    device::Gpu,
+    error::{out_of_memory, wgpu_failure},
+    stream::WgpuStreamState,
 };
 
-use accel_graph_api::{
-    DeviceBuffer, GraphError, Result,
-    pools::{MemoryPools, OwnedAllocation, RawAllocator},
-};
+/// Synthetic addresses are aligned like CUDA's allocations.
+const ADDRESS_ALIGNMENT: u64 = 256;
 
-use crate::gpu::Gpu;
-
-/// WebGPU has no device addresses; blocks get synthetic ones from a per-backend counter so that
-/// `device_address()` still names the memory (a reused pool block keeps its address).
-const ADDRESS_BASE: u64 = 0x7700_0000_0000;
-const ADDRESS_ALIGN: u64 = 256;
-
-/// A raw block: one wgpu storage buffer and its synthetic address.
-#[derive(Debug)]
-pub struct RawBlock {
-    pub(crate) buffer: wgpu::Buffer,
-    pub(crate) address: u64,
+/// A block of device memory: a wgpu storage buffer (a reference-counted handle) and its
+/// synthetic address. What [`crate::WgpuBuffer::block`](accel_graph_driver::DriverBuffer::block)
+/// returns, for native work on the same memory.
+#[derive(Debug, Clone)]
+pub struct WgpuBlock {
+    buffer: wgpu::Buffer,
+    address: u64,
 }
 
-/// Allocates wgpu storage buffers.
-#[derive(Debug)]
-pub struct WgpuAllocator {
-    gpu: Arc<Gpu>,
-    next_address: AtomicU64,
-}
+impl WgpuBlock {
+    /// The wgpu buffer (it may be larger than the buffer's elements: sizes are rounded up).
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
 
-impl WgpuAllocator {
-    pub(crate) fn new(gpu: Arc<Gpu>) -> Self {
-        WgpuAllocator {
-            gpu,
-            next_address: AtomicU64::new(ADDRESS_BASE),
-        }
+    /// The block's synthetic device address: stable and unique within the backend instance.
+    pub fn address(&self) -> u64 {
+        self.address
     }
 }
 
-impl RawAllocator for WgpuAllocator {
-    type Block = RawBlock;
+impl Gpu {
+    /// Copies `bytes` bytes into a mappable staging buffer with `copy` (after every submission
+    /// so far, the queue being in order), waits, and returns them.
+    pub(crate) fn read_back(
+        &self,
+        bytes: u64,
+        copy: impl FnOnce(&mut wgpu::CommandEncoder, &wgpu::Buffer),
+    ) -> DriverResult<Vec<u8>> {
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("accel-graph read-back"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        copy(&mut encoder, &staging);
+        let index = self.queue.submit([encoder.finish()]);
+        let (tx, rx) = mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait(Some(&index))?;
+        rx.recv()
+            .map_err(|_| wgpu_failure("MapAsync", "the map callback never ran"))?
+            .map_err(|e| wgpu_failure("MapAsync", e.to_string()))?;
+        let out = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| wgpu_failure("GetMappedRange", e.to_string()))?
+            .to_vec();
+        staging.unmap();
+        Ok(out)
+    }
+}
 
-    fn allocate(&self, bytes: usize) -> Result<RawBlock> {
-        let oom = || GraphError::OutOfMemory {
-            backend: "wgpu",
-            requested_bytes: bytes,
-        };
+impl DriverMemory for WgpuDevice {
+    type Block = WgpuBlock;
+
+    fn malloc(&self, bytes: usize) -> DriverResult<WgpuBlock> {
+        let gpu = self.gpu();
         // wgpu wants sizes that are multiples of 4; an empty buffer still gets a real one so
         // it has an identity.
-        let size = (bytes.max(4) as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
-        if size > self.gpu.limits.max_buffer_size {
-            return Err(oom());
-        }
-        let scope = self
-            .gpu
-            .device
-            .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let buffer = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        let size = u64::try_from(bytes.max(4))
+            .ok()
+            .and_then(|b| b.checked_next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT))
+            .filter(|&size| size <= gpu.limits.max_buffer_size)
+            .ok_or_else(|| {
+                out_of_memory(
+                    bytes,
+                    &format!(
+                        "the adapter's largest buffer is {} bytes",
+                        gpu.limits.max_buffer_size
+                    ),
+                )
+            })?;
+        let span = size
+            .checked_next_multiple_of(ADDRESS_ALIGNMENT)
+            .ok_or_else(|| out_of_memory(bytes, "the size exceeds the address space"))?;
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("accel-graph buffer"),
             size,
             usage: wgpu::BufferUsages::STORAGE
@@ -67,63 +105,56 @@ impl RawAllocator for WgpuAllocator {
                 | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        if pollster::block_on(scope.pop()).is_some() {
-            return Err(oom());
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            return Err(out_of_memory(bytes, &error.to_string()));
         }
         let address = self
-            .next_address
-            .fetch_add(size.next_multiple_of(ADDRESS_ALIGN), Ordering::Relaxed);
-        Ok(RawBlock { buffer, address })
+            .next_address(span)
+            .ok_or_else(|| out_of_memory(bytes, "the synthetic address space is exhausted"))?;
+        Ok(WgpuBlock { buffer, address })
     }
 
-    fn release(&self, block: RawBlock) {
-        // Dropping the handle (not `destroy()`): bind groups of captured graphs may still
-        // reference the buffer, and wgpu frees it once the last reference is gone.
+    fn free(&self, block: WgpuBlock) -> DriverResult<()> {
+        // Dropping the handle, not `destroy()`: wgpu keeps the buffer until submitted work
+        // and the bind groups of resolved commands no longer use it. The driver layer already
+        // keeps a graph's blocks until the graph is reset.
         drop(block);
+        Ok(())
     }
-}
 
-/// A device buffer of `f32` on the wgpu backend. Dropping it frees the memory (or returns it
-/// to its graph pool).
-#[derive(Debug)]
-pub struct WgpuBuffer {
-    pub(crate) memory: OwnedAllocation<WgpuAllocator>,
-    pub(crate) len: usize,
-    pub(crate) instance: u64,
-}
+    fn block_address(&self, block: &WgpuBlock) -> u64 {
+        block.address
+    }
 
-impl WgpuBuffer {
-    pub(crate) fn new(
-        pools: &Arc<MemoryPools<WgpuAllocator>>,
-        allocation: accel_graph_api::pools::Allocation<RawBlock>,
-        len: usize,
-        instance: u64,
-    ) -> Self {
-        WgpuBuffer {
-            memory: OwnedAllocation::new(pools, allocation),
-            len,
-            instance,
+    /// wgpu stages the bytes at once, so `src` is free on return; the empty submit puts the
+    /// write in the queue's order right now, ahead of any later work of any stream, which is
+    /// all a wait would add (the queue is in order), so it does not wait.
+    fn upload(&self, dst: &WgpuBlock, src: &[u8], stream: &WgpuStreamState) -> DriverResult<()> {
+        if src.is_empty() {
+            return Ok(());
         }
+        let gpu = self.gpu();
+        stream.submit(|| {
+            gpu.queue.write_buffer(&dst.buffer, 0, src);
+            gpu.queue.submit([])
+        });
+        Ok(())
     }
 
-    /// The underlying wgpu buffer (it may be larger than `len() * 4` bytes: pool blocks are
-    /// rounded up), for native work next to the portable ops.
-    pub fn raw(&self) -> &wgpu::Buffer {
-        &self.memory.get().block().buffer
-    }
-
-    /// Size in bytes of the elements (`len() * 4`).
-    pub fn byte_len(&self) -> u64 {
-        self.len as u64 * 4
-    }
-}
-
-impl DeviceBuffer for WgpuBuffer {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn device_address(&self) -> u64 {
-        self.memory.get().block().address
+    fn download(
+        &self,
+        src: &WgpuBlock,
+        dst: &mut [u8],
+        _stream: &WgpuStreamState,
+    ) -> DriverResult<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // After every submission so far, the stream's included (the queue is in order).
+        let bytes = self.gpu().read_back(dst.len() as u64, |encoder, staging| {
+            encoder.copy_buffer_to_buffer(&src.buffer, 0, staging, 0, dst.len() as u64);
+        })?;
+        dst.copy_from_slice(&bytes);
+        Ok(())
     }
 }

@@ -1,77 +1,87 @@
-//! Streams: ordered submission queues over the device's one wgpu queue. A stream remembers its
-//! last submission (for `stream_synchronize`) and the capture it belongs to, if any.
+//! Streams: logical streams over the device's one wgpu queue. The queue runs submissions in
+//! order, so work is never reordered across streams; a stream remembers its last submission
+//! (for `stream_synchronize`, events and host functions) and which capture it takes part in
+//! (the software capture's business).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
-use crate::capture::CaptureSession;
+use accel_graph_driver::{DriverResult, api::DriverStreams};
 
-/// A stream of the wgpu backend. Clones name the same stream.
-///
-/// All streams submit to the device's single wgpu queue, which runs submissions in order, so
-/// work is never reordered across streams; streams still matter for capture (which stream is
-/// capturing, fork/join through events) and for `stream_synchronize`.
-#[derive(Clone)]
-pub struct WgpuStream {
-    pub(crate) inner: Arc<StreamInner>,
+use crate::WgpuDevice;
+
+/// The key of the default stream, which cannot be captured (as CUDA's legacy stream).
+const DEFAULT_STREAM: u64 = 0;
+
+/// One stream (the driver-level object behind a [`crate::WgpuStream`]).
+#[derive(Debug)]
+pub struct WgpuStreamState {
+    key: u64,
+    /// The last queue submission made on the stream's behalf.
+    last: Mutex<Option<wgpu::SubmissionIndex>>,
 }
 
-pub(crate) struct StreamInner {
-    pub(crate) id: u64,
-    pub(crate) instance: u64,
-    /// False for the default stream, which refuses capture like CUDA's legacy stream.
-    pub(crate) capturable: bool,
-    state: Mutex<StreamState>,
-}
-
-#[derive(Default)]
-pub(crate) struct StreamState {
-    /// The capture this stream records into (it began there or was forked into it).
-    pub(crate) capture: Option<Arc<CaptureSession>>,
-    /// The last queue submission made on this stream's behalf.
-    pub(crate) last_submission: Option<wgpu::SubmissionIndex>,
-}
-
-impl WgpuStream {
-    pub(crate) fn new(id: u64, instance: u64, capturable: bool) -> Self {
-        WgpuStream {
-            inner: Arc::new(StreamInner {
-                id,
-                instance,
-                capturable,
-                state: Mutex::new(StreamState::default()),
-            }),
+impl WgpuStreamState {
+    fn new(key: u64) -> Self {
+        WgpuStreamState {
+            key,
+            last: Mutex::new(None),
         }
     }
 
-    /// The stream's number within its backend (0 is the default stream).
-    pub fn id(&self) -> u64 {
-        self.inner.id
+    fn last_slot(&self) -> MutexGuard<'_, Option<wgpu::SubmissionIndex>> {
+        // Replaced whole: a panic elsewhere cannot tear it.
+        self.last.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn state(&self) -> MutexGuard<'_, StreamState> {
-        // The state is two plain fields; a panic elsewhere cannot leave it torn.
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// The stream's number within its backend instance (0 is the default stream; new streams
+    /// count up from 1).
+    pub fn key(&self) -> u64 {
+        self.key
     }
 
-    /// The capture this stream records into, if any.
-    pub(crate) fn session(&self) -> Option<Arc<CaptureSession>> {
-        self.state().capture.clone()
+    /// The last queue submission made on the stream's behalf (`None` before the first).
+    pub fn last_submission(&self) -> Option<wgpu::SubmissionIndex> {
+        self.last_slot().clone()
+    }
+
+    /// Makes a submission on the stream's behalf with `submit` (a `queue.submit`). Under the
+    /// stream's lock, so that of two threads submitting on one stream, the one that submits
+    /// last is the one remembered (submission indices cannot be compared).
+    pub(crate) fn submit(&self, submit: impl FnOnce() -> wgpu::SubmissionIndex) {
+        let mut last = self.last_slot();
+        *last = Some(submit());
     }
 }
 
-impl PartialEq for WgpuStream {
-    fn eq(&self, other: &Self) -> bool {
-        self.inner.id == other.inner.id && self.inner.instance == other.inner.instance
+impl DriverStreams for WgpuDevice {
+    type Stream = WgpuStreamState;
+
+    fn default_stream(&self) -> WgpuStreamState {
+        WgpuStreamState::new(DEFAULT_STREAM)
     }
-}
 
-impl Eq for WgpuStream {}
+    fn create_stream(&self) -> DriverResult<WgpuStreamState> {
+        Ok(WgpuStreamState::new(self.next_stream_key()))
+    }
 
-impl std::fmt::Debug for WgpuStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuStream")
-            .field("id", &self.inner.id)
-            .field("default", &!self.inner.capturable)
-            .finish()
+    fn stream_key(&self, stream: &WgpuStreamState) -> u64 {
+        stream.key
+    }
+
+    fn is_default_stream(&self, stream: &WgpuStreamState) -> bool {
+        stream.key == DEFAULT_STREAM
+    }
+
+    fn stream_synchronize(&self, stream: &WgpuStreamState) -> DriverResult<()> {
+        // The queue is in order: the stream's last submission completes after every earlier
+        // one, of any stream.
+        match stream.last_submission() {
+            Some(index) => self.gpu().wait(Some(&index)),
+            None => Ok(()),
+        }
+    }
+
+    fn capture_id(&self, stream: &WgpuStreamState) -> DriverResult<Option<u64>> {
+        Ok(self.capture.capture_id(stream.key))
     }
 }

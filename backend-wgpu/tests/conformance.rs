@@ -3,28 +3,43 @@
 //! with the reason.
 //!
 //! Every eager op is a queue submit, which costs tens of microseconds on lavapipe, so the
-//! randomized cases run fewer programs and sequences here than on the mock unless the
-//! environment asks for a number.
+//! randomized and stress cases run fewer programs, sequences and cycles here than on the mock
+//! unless the environment asks for a number.
+
+use std::sync::Once;
 
 /// Differential programs when `ACCEL_GRAPH_CONFORMANCE_PROGRAMS` is unset.
 const WGPU_PROGRAMS: &str = "200";
 /// State-machine sequences when `ACCEL_GRAPH_CONFORMANCE_SEQUENCES` is unset.
 const WGPU_SEQUENCES: &str = "2000";
+/// Stress cycles when `ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES` is unset: at the suite's 1000
+/// the stress alone takes minutes on lavapipe, where every global capture is retried many
+/// times.
+const WGPU_STRESS_CYCLES: &str = "200";
+
+/// The factory runs once per instance a case needs; the defaults are lowered on its first
+/// call only.
+static LOWER_DEFAULTS: Once = Once::new();
 
 fn lower_defaults() {
     for (name, value) in [
         (accel_graph_conformance::PROGRAMS_ENV, WGPU_PROGRAMS),
         (accel_graph_conformance::SEQUENCES_ENV, WGPU_SEQUENCES),
+        (
+            accel_graph_conformance::STRESS_CYCLES_ENV,
+            WGPU_STRESS_CYCLES,
+        ),
     ] {
         if std::env::var_os(name).is_none() {
-            // SAFETY: runs first thing in `main`, before the suite or wgpu start any thread, so
-            // no other thread can read the environment concurrently.
+            // SAFETY: runs on the factory's first call, which the harness makes on the main
+            // thread before any case runs and before wgpu is opened (the `new` below), so no
+            // other thread can read the environment concurrently.
             unsafe { std::env::set_var(name, value) };
         }
     }
 }
 
 accel_graph_conformance::conformance_main!({
-    lower_defaults();
-    accel_graph_wgpu::WgpuBackend::new()
+    LOWER_DEFAULTS.call_once(lower_defaults);
+    accel_graph_wgpu::WgpuBackend::new(0)
 });
