@@ -21,7 +21,10 @@ fn choice_parses_names_and_auto() {
         BackendChoice::Only(BackendKind::Cuda)
     );
     let err = "tpu".parse::<BackendChoice>().unwrap_err();
-    assert!(matches!(err, GraphError::UnknownBackend(ref name) if name == "tpu"), "{err}");
+    assert!(
+        matches!(err, GraphError::UnknownBackend(ref name) if name == "tpu"),
+        "{err}"
+    );
     assert!(err.to_string().contains("unknown backend 'tpu'"), "{err}");
 }
 

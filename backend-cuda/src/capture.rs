@@ -7,7 +7,7 @@ use accel_graph_api::CaptureErrorMode;
 use accel_graph_driver::{DriverResult, api::DriverCapture};
 use cudarc::driver::sys;
 
-use crate::{CudaDevice, CuGraph, CuStream, error::check};
+use crate::{CuGraph, CuStream, CudaDevice, error::check};
 
 fn cuda_mode(mode: CaptureErrorMode) -> sys::CUstreamCaptureMode {
     use sys::CUstreamCaptureMode as M;

@@ -42,9 +42,7 @@ impl CudaDevice {
         // off on this context object, which is why the accessors handing it out are `unsafe`.
         // SAFETY: ordering across streams is the driver layer's job (events, capture joins).
         unsafe { ctx.disable_event_tracking() };
-        let name = ctx
-            .name()
-            .map_err(|e| unavailable("cuDeviceGetName", e))?;
+        let name = ctx.name().map_err(|e| unavailable("cuDeviceGetName", e))?;
         let kernels = Kernels::load().map_err(|e| GraphError::BackendUnavailable {
             backend: BACKEND,
             reason: format!("loading the portable ops' kernels failed: {e}"),
@@ -209,4 +207,3 @@ fn guard_loader<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         }
     }
 }
-

@@ -5,7 +5,7 @@ use accel_graph_driver::{DriverResult, api::DriverEvents};
 use cudarc::driver::{CudaEvent, sys};
 
 use crate::{
-    CudaDevice, CuStream,
+    CuStream, CudaDevice,
     error::{check, error, from_cudarc},
 };
 

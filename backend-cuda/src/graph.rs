@@ -7,7 +7,7 @@ use accel_graph_api::{GraphError, GraphTopology};
 use accel_graph_driver::{DriverError, DriverResult, api::DriverGraphs};
 use cudarc::driver::sys;
 
-use crate::{CudaDevice, CuStream, error::check, topology::read_topology};
+use crate::{CuStream, CudaDevice, error::check, topology::read_topology};
 
 /// Flags every executable graph is instantiated with, as PyTorch does: free graph-owned
 /// allocations on relaunch, and honour per-node priorities.
@@ -91,7 +91,8 @@ impl DriverGraphs for CudaDevice {
     fn instantiate(&self, graph: &CuGraph) -> DriverResult<CuGraphExec> {
         let mut exec = ptr::null_mut();
         // SAFETY: the graph is alive; `exec` is a local out-parameter.
-        let rc = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph.graph, INSTANTIATE_FLAGS) };
+        let rc =
+            unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph.graph, INSTANTIATE_FLAGS) };
         check(rc, "cuGraphInstantiateWithFlags")?;
         Ok(CuGraphExec { exec })
     }

@@ -5,7 +5,7 @@ use accel_graph_driver::{DriverResult, api::DriverMemory};
 use cudarc::driver::{result, sys};
 
 use crate::{
-    CudaDevice, CuStream,
+    CuStream, CudaDevice,
     error::{check, from_cudarc},
 };
 
@@ -67,7 +67,12 @@ impl DriverMemory for CudaDevice {
         // SAFETY: `src` holds at least `dst.len()` bytes and `dst` outlives the
         // synchronization below.
         let rc = unsafe {
-            sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src.ptr, dst.len(), stream.cu_stream())
+            sys::cuMemcpyDtoHAsync_v2(
+                dst.as_mut_ptr().cast(),
+                src.ptr,
+                dst.len(),
+                stream.cu_stream(),
+            )
         };
         check(rc, "cuMemcpyDtoHAsync")?;
         // SAFETY: live stream.

@@ -168,7 +168,10 @@ impl Kernels {
             unsafe { launch(f, 0, 0, 0.0, 0, scratch) }
         });
         // SAFETY: the scratch stream is ours and alive.
-        let synced = check(unsafe { sys::cuStreamSynchronize(scratch) }, "cuStreamSynchronize");
+        let synced = check(
+            unsafe { sys::cuStreamSynchronize(scratch) },
+            "cuStreamSynchronize",
+        );
         // SAFETY: destroyed once, after its work finished.
         let _ = unsafe { result::stream::destroy(scratch) };
         warmed.and(synced)?;
@@ -213,7 +216,11 @@ unsafe fn launch(
 }
 
 impl DriverOps for CudaDevice {
-    fn launch_op(&self, op: PortableOp<Region<'_, CuBlock>>, stream: &CuStream) -> DriverResult<()> {
+    fn launch_op(
+        &self,
+        op: PortableOp<Region<'_, CuBlock>>,
+        stream: &CuStream,
+    ) -> DriverResult<()> {
         let s = stream.cu_stream();
         let scalar = op.scalar();
         let (out, input) = op.operands();
@@ -255,7 +262,12 @@ impl DriverOps for CudaDevice {
         }
     }
 
-    unsafe fn launch_host(&self, stream: &CuStream, func: HostFn, data: *mut c_void) -> DriverResult<()> {
+    unsafe fn launch_host(
+        &self,
+        stream: &CuStream,
+        func: HostFn,
+        data: *mut c_void,
+    ) -> DriverResult<()> {
         // SAFETY: the caller keeps `data` valid while the function can run.
         let rc = unsafe { sys::cuLaunchHostFunc(stream.cu_stream(), Some(func), data) };
         check(rc, "cuLaunchHostFunc")

@@ -39,6 +39,10 @@ pub struct MockCounters {
     /// Device frees that reached the device while a capture ran (each one would break the
     /// capture on a GPU; the driver layer defers frees past captures, so this stays 0).
     pub frees_during_capture: u64,
+    /// Device frees called from inside a host callback, where CUDA permits no runtime call
+    /// (the free fails and the memory is lost; the driver layer defers such frees past the
+    /// callback, so this stays 0).
+    pub frees_in_host_callbacks: u64,
 }
 
 /// The live counters.
@@ -51,6 +55,7 @@ pub(crate) struct Counters {
     pub(crate) allocations: AtomicU64,
     pub(crate) instantiations: AtomicU64,
     pub(crate) frees_during_capture: AtomicU64,
+    pub(crate) frees_in_host_callbacks: AtomicU64,
 }
 
 impl Counters {
@@ -68,6 +73,7 @@ impl Counters {
             allocations: get(&self.allocations),
             instantiations: get(&self.instantiations),
             frees_during_capture: get(&self.frees_during_capture),
+            frees_in_host_callbacks: get(&self.frees_in_host_callbacks),
         }
     }
 
@@ -80,6 +86,7 @@ impl Counters {
             &self.allocations,
             &self.instantiations,
             &self.frees_during_capture,
+            &self.frees_in_host_callbacks,
         ] {
             c.store(0, Ordering::Relaxed);
         }

@@ -177,6 +177,15 @@ impl DriverMemory for MockDevice {
     }
 
     fn free(&self, block: Arc<MockBlock>) -> DriverResult<()> {
+        // CUDA permits no runtime call inside a host function: the free fails and the memory
+        // stays allocated for good. Model that, so a test sees it if it ever happens.
+        if crate::ops::HostFunctionRuns::active() {
+            crate::counters::Counters::bump(&self.counters.frees_in_host_callbacks, 1);
+            return Err(DriverError::emulated(
+                EmulatedCudaError::NotPermitted,
+                "a device free (cuMemFree) called from inside a host function",
+            ));
+        }
         // A free reaching the device during a capture would break it on a GPU (a device free
         // synchronizes): model that, so a test sees it if it ever happens.
         if self.capture.any_active() {

@@ -114,6 +114,32 @@ impl MockCommand {
     }
 }
 
+thread_local! {
+    /// Set while a host function runs on this thread (modelling CUDA, which permits no runtime
+    /// call inside one).
+    static IN_HOST_FUNCTION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the thread while a host function runs (restoring the previous mark on drop).
+pub(crate) struct HostFunctionRuns(bool);
+
+impl HostFunctionRuns {
+    fn enter() -> Self {
+        HostFunctionRuns(IN_HOST_FUNCTION.with(|m| m.replace(true)))
+    }
+
+    /// True while a host function runs on the calling thread.
+    pub(crate) fn active() -> bool {
+        IN_HOST_FUNCTION.with(std::cell::Cell::get)
+    }
+}
+
+impl Drop for HostFunctionRuns {
+    fn drop(&mut self) {
+        IN_HOST_FUNCTION.with(|m| m.set(self.0));
+    }
+}
+
 #[inline(always)]
 fn load(cell: &AtomicU32) -> f32 {
     f32::from_bits(cell.load(Ordering::Relaxed))
@@ -168,8 +194,11 @@ impl MockDevice {
         }
         match command {
             MockCommand::Op(op) => run_op(op),
-            // SAFETY: the driver layer keeps `data` valid while the function can run.
-            MockCommand::Host(h) => unsafe { (h.func)(h.data) },
+            MockCommand::Host(h) => {
+                let _inside = HostFunctionRuns::enter();
+                // SAFETY: the driver layer keeps `data` valid while the function can run.
+                unsafe { (h.func)(h.data) }
+            }
             MockCommand::RecordEvent(event) => event.complete(self.tick()),
             MockCommand::WaitEvent => {}
         }

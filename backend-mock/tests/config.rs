@@ -118,3 +118,50 @@ fn instances_of_one_shared_device_share_capture_rules() -> Result<()> {
     ));
     Ok(())
 }
+
+/// Addresses never wrap: with a base that leaves room for exactly one aligned block below
+/// 2^64, that block is handed out, and every further allocation is `OutOfMemory` (never a block
+/// at address 0 or anywhere below the base). A refused allocation holds nothing.
+#[test]
+fn addresses_never_wrap_past_the_top_of_the_address_space() -> Result<()> {
+    // The highest base with room for one block: [base, base + 256) ends exactly at 2^64 - 256.
+    let base = u64::MAX - (2 * ADDRESS_ALIGNMENT - 1);
+    let b = MockBackend::with_config(MockConfig {
+        base_address: base,
+        ..MockConfig::default()
+    })?;
+    // 100 elements need two blocks' worth of addresses: refused, and nothing is taken.
+    assert!(matches!(
+        b.alloc(100),
+        Err(GraphError::OutOfMemory {
+            backend: "mock",
+            ..
+        })
+    ));
+    let x = b.alloc(64)?; // exactly one block
+    assert_eq!(x.device_address(), base);
+    for len in [1, 0, 64] {
+        match b.alloc(len) {
+            Err(GraphError::OutOfMemory {
+                backend: "mock", ..
+            }) => {}
+            Ok(y) => panic!(
+                "alloc({len}) past the top of the address space gave address {:#x}",
+                y.device_address()
+            ),
+            Err(e) => panic!("alloc({len}): expected OutOfMemory, got {e:?}"),
+        }
+    }
+    assert_eq!(b.memory_stats().live_buffers, 1);
+    drop(x);
+    assert_eq!(b.memory_stats(), MemoryStats::default());
+    // One byte less of room is refused up front.
+    assert!(
+        MockBackend::with_config(MockConfig {
+            base_address: base + 1,
+            ..MockConfig::default()
+        })
+        .is_err()
+    );
+    Ok(())
+}

@@ -35,6 +35,7 @@ fn counters_follow_the_work() -> Result<()> {
             allocations: 3,
             instantiations: 1,
             frees_during_capture: 0,
+            frees_in_host_callbacks: 0,
         }
     );
     g.instantiate()?; // explicit re-instantiation counts too

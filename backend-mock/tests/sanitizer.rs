@@ -6,6 +6,8 @@
 //! the graph is reset. What the sanitizer is for is work the backend cannot track — commands
 //! issued on a stream's raw handle through the driver, as users' own kernels are.
 
+use std::sync::{Arc, Mutex};
+
 use accel_graph_api::{MemoryStats, PortableOp, prelude::*};
 use accel_graph_driver::api::{DriverOps, Region};
 use accel_graph_mock::MockBackend;
@@ -130,5 +132,69 @@ fn raw_work_on_a_dropped_buffer_is_dangling() -> Result<()> {
     }
     // The replay stopped at the bad node: node 0 ran (x = 2), nothing after it.
     assert_eq!(b.download(&x)?, vec![2.0; 4]);
+    Ok(())
+}
+
+/// A host node that drops a buffer mid-replay: the device free waits until the callback has
+/// returned (CUDA permits no `cuMemFree` inside a host function), so the replay that ran it
+/// completes; the next replay frees it first, and the sanitizer catches the untracked raw work
+/// on it at the node that touches it.
+#[test]
+fn a_buffer_a_host_node_drops_is_freed_after_the_callback_and_raw_work_on_it_is_caught()
+-> Result<()> {
+    let b = MockBackend::new();
+    let x = b.alloc_from(&[1.0; 4])?;
+    let y = b.alloc_from(&[0.0; 4])?;
+    let (y_address, y_block) = (y.device_address(), y.block().clone());
+    let slot = Arc::new(Mutex::new(Some(y)));
+    let s = b.new_stream()?;
+    let mut g = b.graph(GraphOptions::new())?;
+    let held = Arc::clone(&slot);
+    b.capture_on(&s, &mut g, || {
+        // Node 0: drops the only handle of y while the replay runs.
+        b.host_callback(Arc::new(move || {
+            drop(held.lock().unwrap().take());
+        }))?;
+        // Node 1, on the raw stream: copies into y, which the backend does not track.
+        let raw = PortableOp::Copy {
+            dst: Region {
+                block: &y_block,
+                len: 4,
+            },
+            src: Region {
+                block: x.block(),
+                len: x.len(),
+            },
+        };
+        b.driver()
+            .launch_op(raw, s.raw())
+            .map_err(|e| GraphError::Unsupported {
+                what: format!("raw launch failed: {e:?}"),
+            })
+    })?;
+    assert!(
+        !y_block.is_released(),
+        "y is alive until the replay drops it"
+    );
+    g.replay()?;
+    assert!(slot.lock().unwrap().is_none(), "the host node ran");
+    assert!(
+        !y_block.is_released(),
+        "no device free inside a host callback: it waits for the next call"
+    );
+    assert_eq!(b.counters().frees_in_host_callbacks, 0);
+    match g.replay() {
+        Err(GraphError::DanglingBuffer {
+            address,
+            node,
+            label,
+        }) => {
+            assert_eq!(address, y_address);
+            assert_eq!(node, 1, "caught at the node that touches y");
+            assert!(label.contains("copy"), "{label}");
+        }
+        other => panic!("expected DanglingBuffer on the second replay, got {other:?}"),
+    }
+    assert!(y_block.is_released());
     Ok(())
 }

@@ -100,6 +100,10 @@ impl<D: Driver> DriverBackend<D> {
             entry
                 .record
                 .invalidate(format!("{operation} on the capturing stream"));
+            // It is an unsafe call all the same: the other captures that forbid it (this
+            // thread's other non-relaxed captures, other threads' global ones) are
+            // invalidated too, as CUDA does; the error names the conflict with this stream.
+            let _ = self.shared.domain.rules.check_unsafe_call(operation);
             return Err(waits_for_capturing_stream(operation, entry.record.mode()));
         }
         self.shared.domain.rules.check_unsafe_call(operation)
@@ -308,10 +312,12 @@ impl<D: Driver> Backend for DriverBackend<D> {
     fn event_query(&self, event: &DriverEvent<D>) -> Result<bool> {
         self.own_event(event)?;
         let shared = &self.shared;
+        // `cuEventQuery` is an unsafe call during a capture, like a synchronize.
+        shared.domain.rules.check_unsafe_call("event_query")?;
         shared.bind()?;
         shared.check(
             shared.driver.event_query(&event.raw),
-            CallSite::op("event_query"),
+            CallSite::unsafe_call("event_query"),
         )
     }
 
@@ -359,7 +365,18 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let memory = match capture {
             // Inside a capture: the capture's pool, allocated in relaxed mode as PyTorch's
             // allocator does, so the allocation neither is refused by nor invalidates it.
-            Some(entry) => shared.relaxed(|| shared.pools.alloc_in(entry.pool, bytes))?,
+            Some(entry) => shared
+                .relaxed(|| shared.pools.alloc_in(entry.pool, bytes))
+                .map_err(|e| match e {
+                    // The pools do not know the backend they serve: name it.
+                    GraphError::OutOfMemory {
+                        requested_bytes, ..
+                    } => GraphError::OutOfMemory {
+                        backend: shared.name(),
+                        requested_bytes,
+                    },
+                    other => other,
+                })?,
             // Elsewhere a plain allocation: an unsafe call while a capture forbids it.
             None => {
                 shared.domain.rules.check_unsafe_call("alloc")?;
@@ -422,18 +439,28 @@ impl<D: Driver> Backend for DriverBackend<D> {
     }
 
     fn memory_stats(&self) -> MemoryStats {
+        // Frees host callbacks deferred run first, so the figures are current.
+        self.shared.domain.flush();
         let mut stats = self.shared.pools.stats();
-        let waiting = self
-            .shared
-            .pools
-            .raw()
-            .deferred_bytes()
-            .saturating_add(self.shared.pending_free_bytes());
-        stats.reserved_bytes = stats.reserved_bytes.saturating_add(waiting);
+        // A free waiting for `record_stream`ed streams keeps its block in the pools' books as
+        // live: it is reserved there already (once), but its buffer was dropped, so it is not
+        // allocated any more.
+        for (bytes, pool) in self.shared.pending_free_blocks() {
+            stats.allocated_bytes = stats.allocated_bytes.saturating_sub(bytes);
+            stats.live_buffers = stats.live_buffers.saturating_sub(1);
+            if let Some(p) = pool.and_then(|pool| stats.pools.iter_mut().find(|p| p.pool == pool)) {
+                p.active_bytes = p.active_bytes.saturating_sub(bytes);
+            }
+        }
+        // Device frees deferred past a capture are out of the books: add them back.
+        stats.reserved_bytes = stats
+            .reserved_bytes
+            .saturating_add(self.shared.pools.raw().deferred_bytes());
         stats
     }
 
     fn memory_snapshot(&self) -> Vec<BlockInfo> {
+        self.shared.domain.flush();
         self.shared.pools.snapshot()
     }
 

@@ -20,11 +20,13 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex, OnceLock, RwLock, Weak,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
 };
 
 use accel_graph_api::{BackendKind, backend_kit::capture_rules::CaptureRules};
+
+use crate::host::in_host_callback;
 
 /// Work waiting for the domain's captures to end.
 type Deferred = Box<dyn FnOnce() + Send>;
@@ -38,6 +40,8 @@ pub(crate) struct Domain {
     /// Captures begun, or beginning, in the domain.
     captures: AtomicUsize,
     deferred: Mutex<Vec<Deferred>>,
+    /// Set when `deferred` may hold work: the fast path of [`Domain::flush`].
+    has_deferred: AtomicBool,
 }
 
 impl Domain {
@@ -58,6 +62,7 @@ impl Domain {
             gate: RwLock::new(()),
             captures: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
+            has_deferred: AtomicBool::new(false),
         });
         domains.insert((kind, key), Arc::downgrade(&domain));
         domain
@@ -86,11 +91,12 @@ impl Domain {
         self.captures.load(Ordering::Acquire) > 0
     }
 
-    /// Runs `free` now if no capture runs, else when the last capture ends. Returns true
-    /// when it ran now.
+    /// Runs `free` now if no capture runs and the thread is not in a host callback (where no
+    /// runtime call may be made); else when the last capture ends, or at the next
+    /// [`Domain::flush`] outside a callback. Returns true when it ran now.
     pub(crate) fn free(&self, free: impl FnOnce() + Send + 'static) -> bool {
         let _read = self.gate.read().unwrap_or_else(|e| e.into_inner());
-        if self.captures.load(Ordering::Acquire) == 0 {
+        if self.captures.load(Ordering::Acquire) == 0 && !in_host_callback() {
             free();
             true
         } else {
@@ -98,16 +104,22 @@ impl Domain {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(Box::new(free));
+            self.has_deferred.store(true, Ordering::Release);
             false
         }
     }
 
-    /// Runs the deferred frees if no capture runs.
+    /// Runs the deferred frees if no capture runs (and the thread is not in a host callback).
     pub(crate) fn flush(&self) {
+        if !self.has_deferred.load(Ordering::Acquire) || in_host_callback() {
+            return;
+        }
         let _read = self.gate.read().unwrap_or_else(|e| e.into_inner());
         if self.captures.load(Ordering::Acquire) > 0 {
             return;
         }
+        // Cleared before the take: work pushed meanwhile sets it again.
+        self.has_deferred.store(false, Ordering::Release);
         let work = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|e| e.into_inner()));
         for free in work {
             free();

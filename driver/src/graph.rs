@@ -233,6 +233,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         let Some(exec) = self.exec.as_ref() else {
             return Err(GraphError::NotInstantiated);
         };
+        // Frees that host callbacks of earlier replays deferred run now (a flag test when
+        // there are none).
+        shared.domain.flush();
         shared.current.with(|stream| {
             if stream.inner.capture().is_some() {
                 return Err(GraphError::Unsupported {

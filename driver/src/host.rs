@@ -5,8 +5,14 @@
 //! be returned by the call that issued it. It is caught, kept in [`HostPanics`], and reported
 //! as [`GraphError::HostCallbackPanicked`] by the next call that observes the device: the
 //! replay that ran it (synchronous backends), or a later replay or synchronize.
+//!
+//! A callback may drop buffers, but CUDA and HIP forbid any runtime call inside a host
+//! function, a device free included: while a callback runs, the thread is marked
+//! ([`in_host_callback`]) and device frees are deferred to the next backend call made outside
+//! a callback (see `Domain::free`).
 
 use std::{
+    cell::Cell,
     ffi::c_void,
     panic::{self, AssertUnwindSafe},
     sync::{
@@ -16,6 +22,32 @@ use std::{
 };
 
 use accel_graph_api::{GraphError, HostCallback, Result};
+
+thread_local! {
+    /// Set while a host callback runs on this thread.
+    static IN_HOST_CALLBACK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True while a host callback runs on the calling thread: no device runtime call may be made.
+pub(crate) fn in_host_callback() -> bool {
+    IN_HOST_CALLBACK.with(Cell::get)
+}
+
+/// Marks the thread for as long as it lives (restoring the previous mark: callbacks may nest
+/// on synchronous backends).
+struct CallbackMark(bool);
+
+impl CallbackMark {
+    fn set() -> Self {
+        CallbackMark(IN_HOST_CALLBACK.with(|m| m.replace(true)))
+    }
+}
+
+impl Drop for CallbackMark {
+    fn drop(&mut self) {
+        IN_HOST_CALLBACK.with(|m| m.set(self.0));
+    }
+}
 
 /// Panics caught in host callbacks of one backend instance, not reported yet.
 #[derive(Default)]
@@ -69,6 +101,7 @@ impl HostCall {
     }
 
     fn call(&self) {
+        let _mark = CallbackMark::set();
         if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| (self.f)())) {
             let message = payload
                 .downcast_ref::<&str>()

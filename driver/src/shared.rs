@@ -20,7 +20,7 @@ use crate::{
     capture::CaptureEntry,
     domain::Domain,
     errors::{CallSite, to_graph_error},
-    host::{HostCall, HostPanics},
+    host::{HostCall, HostPanics, in_host_callback},
 };
 
 /// Process-wide counter of backend instances (the low bits of `instance_id`).
@@ -184,6 +184,17 @@ impl<D: Driver> Shared<D> {
     /// Records the drop point on streams that stopped capturing, and frees the memory whose
     /// streams all passed it.
     pub(crate) fn poll_pending_frees(&self) {
+        // No runtime call from inside a host callback; frees it deferred run now.
+        if in_host_callback() {
+            return;
+        }
+        self.domain.flush();
+        // Processing records and queries events, which CUDA refuses during a capture (and the
+        // refusal invalidates the capture): wait until no capture of the domain runs, as
+        // PyTorch's allocator skips process_events while a capture may be underway.
+        if self.domain.capture_active() {
+            return;
+        }
         let done: Vec<PendingFree<D>> = {
             let mut pending = self.pending_frees.lock().unwrap_or_else(|e| e.into_inner());
             if pending.is_empty() {
@@ -219,7 +230,10 @@ impl<D: Driver> Shared<D> {
                     p.unrecorded.is_empty()
                         && p.events
                             .iter()
-                            .all(|e| self.driver.event_query(e).unwrap_or(true))
+                            // A query that fails says nothing about the stream's progress:
+                            // keep the memory (it goes at the instance's drop, after a
+                            // synchronize) rather than free it under a running kernel.
+                            .all(|e| self.driver.event_query(e).unwrap_or(false))
                 });
             *pending = waiting;
             done
@@ -228,13 +242,15 @@ impl<D: Driver> Shared<D> {
         drop(done);
     }
 
-    /// Bytes held by pending frees (reported as reserved).
-    pub(crate) fn pending_free_bytes(&self) -> usize {
+    /// The blocks of pending frees (bytes and pool): still live in the pools' books, though
+    /// their buffers were dropped.
+    pub(crate) fn pending_free_blocks(&self) -> Vec<(usize, Option<accel_graph_api::PoolId>)> {
         self.pending_frees
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .fold(0usize, |sum, p| sum.saturating_add(p.memory.get().bytes()))
+            .map(|p| (p.memory.get().bytes(), p.memory.get().pool()))
+            .collect()
     }
 }
 

@@ -4,6 +4,7 @@ use std::{
     any::Any,
     cell::RefCell,
     collections::HashMap,
+    rc::Rc,
     sync::{
         Arc, Weak,
         atomic::{AtomicU64, Ordering},
@@ -13,7 +14,8 @@ use std::{
 /// One thread's current stream of one slot, with a way to tell that the slot is gone.
 struct Entry {
     alive: Weak<()>,
-    stream: Box<dyn Any>,
+    /// Shared (not boxed) so [`CurrentStream::with`] can hold it without holding the map.
+    stream: Rc<dyn Any>,
 }
 
 thread_local! {
@@ -38,6 +40,9 @@ static NEXT_SLOT: AtomicU64 = AtomicU64::new(1);
 /// assert_eq!((previous, slot.get()), (0, 7));
 /// assert_eq!(slot.with(|s| *s + 1), 8);
 /// std::thread::scope(|s| { s.spawn(|| assert_eq!(slot.get(), 0)); }); // per thread
+/// // The body of `with` may switch the stream (it sees the stream it was called with):
+/// assert_eq!(slot.with(|s| { slot.set(9); *s }), 7);
+/// assert_eq!(slot.get(), 9);
 /// ```
 #[derive(Debug)]
 pub struct CurrentStream<S> {
@@ -56,17 +61,18 @@ impl<S: Clone + 'static> CurrentStream<S> {
         }
     }
 
-    /// Runs `f` on this thread's current stream without cloning it (the replay and op fast
-    /// path).
+    /// Runs `f` on this thread's current stream without cloning the stream (the replay and
+    /// op fast path: one non-atomic reference count).
+    ///
+    /// The thread's map is not borrowed while `f` runs, so `f` may set the current stream —
+    /// a host callback run synchronously by a replay may switch streams.
     #[inline]
     pub fn with<R>(&self, f: impl FnOnce(&S) -> R) -> R {
-        CURRENT.with(|map| {
-            let map = map.borrow();
-            match map.get(&self.id).and_then(|e| e.stream.downcast_ref::<S>()) {
-                Some(stream) => f(stream),
-                None => f(&self.default),
-            }
-        })
+        let entry = CURRENT.with(|map| map.borrow().get(&self.id).map(|e| Rc::clone(&e.stream)));
+        match entry.as_deref().and_then(|s| s.downcast_ref::<S>()) {
+            Some(stream) => f(stream),
+            None => f(&self.default),
+        }
     }
 
     /// This thread's current stream.
@@ -89,7 +95,7 @@ impl<S: Clone + 'static> CurrentStream<S> {
                 self.id,
                 Entry {
                     alive: Arc::downgrade(&self.alive),
-                    stream: Box::new(stream),
+                    stream: Rc::new(stream),
                 },
             );
             purged

@@ -46,6 +46,8 @@ pub enum EmulatedCudaError {
     NotReady,
     /// `CUDA_ERROR_ILLEGAL_ADDRESS`: a kernel touched memory it may not (sticky).
     IllegalAddress,
+    /// `CUDA_ERROR_NOT_PERMITTED`: e.g. a runtime call from inside a host function.
+    NotPermitted,
     /// `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`: an operation the capture cannot take part in.
     CaptureUnsupported,
     /// `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`: the capture was invalidated earlier.
@@ -70,6 +72,7 @@ impl EmulatedCudaError {
             EmulatedCudaError::IllegalState => 401,
             EmulatedCudaError::NotReady => 600,
             EmulatedCudaError::IllegalAddress => 700,
+            EmulatedCudaError::NotPermitted => 800,
             EmulatedCudaError::CaptureUnsupported => 900,
             EmulatedCudaError::CaptureInvalidated => 901,
             EmulatedCudaError::CaptureMerge => 902,
@@ -87,6 +90,7 @@ impl EmulatedCudaError {
             EmulatedCudaError::IllegalState => "CUDA_ERROR_ILLEGAL_STATE",
             EmulatedCudaError::NotReady => "CUDA_ERROR_NOT_READY",
             EmulatedCudaError::IllegalAddress => "CUDA_ERROR_ILLEGAL_ADDRESS",
+            EmulatedCudaError::NotPermitted => "CUDA_ERROR_NOT_PERMITTED",
             EmulatedCudaError::CaptureUnsupported => "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
             EmulatedCudaError::CaptureInvalidated => "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
             EmulatedCudaError::CaptureMerge => "CUDA_ERROR_STREAM_CAPTURE_MERGE",
@@ -107,6 +111,7 @@ impl EmulatedCudaError {
             EmulatedCudaError::InvalidValue
             | EmulatedCudaError::IllegalState
             | EmulatedCudaError::NotReady
+            | EmulatedCudaError::NotPermitted
             | EmulatedCudaError::CaptureMerge
             | EmulatedCudaError::CaptureIsolation
             | EmulatedCudaError::CapturedEvent => ErrorClass::Other,

@@ -106,13 +106,17 @@ struct Inner<B> {
     slots: HashMap<BlockId, Slot<B>>,
     pools: HashMap<PoolId, Pool>,
     next_block: u64,
-    /// Sequence number of the next pool id this instance issues.
+    /// Sequence number of the next pool id this instance issues (of either kind).
     next_pool: u64,
 }
 
-/// Bits of a pool id half that carry the issuing instance's namespace (the rest counts).
+/// Bits of a pool id half below the issuing instance's namespace: the kind bit and the
+/// sequence number.
 const SEQUENCE_BITS: u32 = 40;
-const SEQUENCE_MASK: u64 = (1 << SEQUENCE_BITS) - 1;
+/// Set in the ids of private pools: an issued id given as the other kind (`(n, 0)` as
+/// `(0, n)`) is then not an issued id.
+const PRIVATE_BIT: u64 = 1 << (SEQUENCE_BITS - 1);
+const SEQUENCE_MASK: u64 = PRIVATE_BIT - 1;
 
 /// Namespaces of pool ids, one per [`MemoryPools`] in the process (never 0, so no id is 0).
 static NEXT_NAMESPACE: AtomicU64 = AtomicU64::new(1);
@@ -185,30 +189,34 @@ impl<A: RawAllocator> MemoryPools<A> {
 
     // --- pool ids ---
 
-    fn issue(&self) -> u64 {
+    fn issue(&self, private: bool) -> u64 {
         let mut inner = self.lock();
         let seq = inner.next_pool & SEQUENCE_MASK;
         inner.next_pool = inner.next_pool.saturating_add(1);
-        (self.namespace << SEQUENCE_BITS) | seq
+        let kind = if private { PRIVATE_BIT } else { 0 };
+        (self.namespace << SEQUENCE_BITS) | kind | seq
     }
 
     /// A new user pool id `(0, n)` (what `graph_pool_handle()` returns).
     pub fn issue_user_pool(&self) -> PoolId {
-        PoolId(0, self.issue())
+        PoolId(0, self.issue(false))
     }
 
     /// A new private pool id `(n, 0)` for a graph that was given no pool.
     pub fn issue_private_pool(&self) -> PoolId {
-        PoolId(self.issue(), 0)
+        PoolId(self.issue(true), 0)
     }
 
-    /// Errors with [`GraphError::InvalidPoolId`] unless `pool` was issued by this instance.
+    /// Errors with [`GraphError::InvalidPoolId`] unless `pool` was issued by this instance, as
+    /// the kind of id it is: an issued private id `(n, 0)` given as a user id `(0, n)` was
+    /// never issued, nor is an id the instance would issue next.
     pub fn check_issued(&self, pool: PoolId) -> Result<()> {
         pool.validate()?;
         let value = if pool.is_user() { pool.1 } else { pool.0 };
         let seq = value & SEQUENCE_MASK;
         let issued = !pool.is_none()
             && value >> SEQUENCE_BITS == self.namespace
+            && (value & PRIVATE_BIT != 0) == pool.is_private()
             && seq >= 1
             && seq < self.lock().next_pool;
         if issued {
