@@ -164,4 +164,11 @@ pub mod requirements {
                 .to_owned()
         })
     }
+
+    /// Needs events that measure time (`elapsed_time`), also across a replayed graph.
+    pub fn event_timing(caps: &Capabilities) -> Result<(), String> {
+        caps.event_timing.then_some(()).ok_or_else(|| {
+            "backend's events cannot measure time (capabilities().event_timing is false)".to_owned()
+        })
+    }
 }

@@ -2,14 +2,19 @@
 
 /// Sizes of the randomized cases.
 ///
-/// Defaults are meant for the mock; GPU runs lower them through the environment:
-/// `ACCEL_GRAPH_CONFORMANCE_PROGRAMS` (differential programs) and
-/// `ACCEL_GRAPH_CONFORMANCE_SEQUENCES` (API call sequences of the state-machine case).
+/// Defaults are meant for the mock; slower devices lower them through the environment (one
+/// variable per field, named by the constants below: [`PROGRAMS_ENV`], [`SEQUENCES_ENV`],
+/// [`LIFETIMES_ENV`], [`STRESS_CYCLES_ENV`], [`REPETITIONS_ENV`], [`TORCH_REPLAYS_ENV`]).
+/// `ACCEL_GRAPH_TORCH_REPLAYS` sets the replays of the PyTorch-parity group's long replay
+/// check (`11.06 test_graph_capture_reset_recapture`): 10 by default, to keep CI fast; the
+/// GPU run sets 1000, the count the PyTorch-parity acceptance asks for.
 ///
 /// ```
 /// use accel_graph_conformance::SuiteConfig;
 /// let config = SuiteConfig::default();
 /// assert_eq!((config.programs, config.api_sequences), (1000, 10000));
+/// assert_eq!(config.torch_replays, 10);
+/// assert_eq!((config.lifetime_programs, config.stress_cycles), (10000, 1000));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SuiteConfig {
@@ -17,18 +22,39 @@ pub struct SuiteConfig {
     pub programs: usize,
     /// Random API call sequences of the state-machine case.
     pub api_sequences: usize,
+    /// Extra replays of the recaptured graph in `11.06 test_graph_capture_reset_recapture`
+    /// (its value must stay the same over all of them).
+    pub torch_replays: usize,
+    /// Random programs of each buffer-lifetime case (9.09, 9.10).
+    pub lifetime_programs: usize,
+    /// Capture/replay cycles of each worker of the concurrency stress (9.06).
+    pub stress_cycles: usize,
+    /// Repetitions of the drop-then-replay scenario (9.01).
+    pub repetitions: usize,
 }
 
 /// Environment variable overriding [`SuiteConfig::programs`].
 pub const PROGRAMS_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_PROGRAMS";
 /// Environment variable overriding [`SuiteConfig::api_sequences`].
 pub const SEQUENCES_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_SEQUENCES";
+/// Environment variable overriding [`SuiteConfig::torch_replays`].
+pub const TORCH_REPLAYS_ENV: &str = "ACCEL_GRAPH_TORCH_REPLAYS";
+/// Environment variable overriding [`SuiteConfig::lifetime_programs`].
+pub const LIFETIMES_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_LIFETIMES";
+/// Environment variable overriding [`SuiteConfig::stress_cycles`].
+pub const STRESS_CYCLES_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES";
+/// Environment variable overriding [`SuiteConfig::repetitions`].
+pub const REPETITIONS_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_REPETITIONS";
 
 impl Default for SuiteConfig {
     fn default() -> Self {
         SuiteConfig {
             programs: 1000,
             api_sequences: 10000,
+            torch_replays: 10,
+            lifetime_programs: 10_000,
+            stress_cycles: 1000,
+            repetitions: 20,
         }
     }
 }
@@ -41,6 +67,10 @@ impl SuiteConfig {
         SuiteConfig {
             programs: read_env(PROGRAMS_ENV, defaults.programs),
             api_sequences: read_env(SEQUENCES_ENV, defaults.api_sequences),
+            torch_replays: read_env(TORCH_REPLAYS_ENV, defaults.torch_replays),
+            lifetime_programs: read_env(LIFETIMES_ENV, defaults.lifetime_programs),
+            stress_cycles: read_env(STRESS_CYCLES_ENV, defaults.stress_cycles),
+            repetitions: read_env(REPETITIONS_ENV, defaults.repetitions),
         }
     }
 }

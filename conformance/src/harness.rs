@@ -19,9 +19,17 @@ use crate::{Outcome, Target, cases, report::run_case};
 ///   reason is printed once: `skipped: backend cuda unavailable: ...`.
 /// * A case whose requirement the backend lacks is ignored, with the reason printed.
 /// * Cases run one at a time on the main thread (see [`trials`]).
+/// * Run with [`crate::lifetimes::CHILD_FLAG`] first, the binary is a child process of the
+///   buffer-lifetime cases ([`crate::lifetimes::child_main`]).
 pub fn run_trials<B: Backend>(
     factory: impl Fn() -> Result<B, GraphError> + Send + Sync + 'static,
 ) -> ExitCode {
+    // A child process of the buffer-lifetime cases: run its programs and nothing else.
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if raw.first().map(String::as_str) == Some(crate::lifetimes::CHILD_FLAG) {
+        return crate::lifetimes::child_main(factory, &raw[1..]);
+    }
+    crate::lifetimes::isolation::enable_children();
     let mut args = Arguments::from_args();
     if args.test_threads.is_some_and(|n| n != 1) {
         eprintln!("accel-graph conformance: cases run one at a time (--test-threads ignored)");

@@ -45,8 +45,8 @@
 //!
 //! `cargo test -p <backend> --test conformance` then lists one test per case, honours name
 //! filters (`-- 5.06`) and closes with libtest's `N passed; N failed; N ignored`. The random
-//! cases' sizes come from [`SuiteConfig::from_env`] (`ACCEL_GRAPH_CONFORMANCE_PROGRAMS`,
-//! `ACCEL_GRAPH_CONFORMANCE_SEQUENCES`); GPU runs lower them.
+//! cases' sizes come from [`SuiteConfig::from_env`] (one environment variable per size,
+//! [`PROGRAMS_ENV`] and the others); slower devices lower them.
 //!
 //! Outside a test harness, [`run_report_with`] (a factory) or [`run_report`] (one instance: the
 //! cases that open another instance are skipped) runs everything and prints a table closing
@@ -63,13 +63,18 @@ mod cases;
 mod check;
 mod config;
 mod harness;
+pub mod lifetimes;
 mod report;
+pub mod stress;
 mod target;
 mod warnings;
 
 pub use accel_graph_api;
 pub use case::{Case, CaseResult, Requirement, requirements};
-pub use config::{PROGRAMS_ENV, SEQUENCES_ENV, SuiteConfig};
+pub use config::{
+    LIFETIMES_ENV, PROGRAMS_ENV, REPETITIONS_ENV, SEQUENCES_ENV, STRESS_CYCLES_ENV, SuiteConfig,
+    TORCH_REPLAYS_ENV,
+};
 pub use harness::{run_trials, trials};
 pub use libtest_mimic;
 pub use report::{CaseOutcome, Outcome, Report, run_case, run_report, run_report_with};

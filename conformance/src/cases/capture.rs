@@ -106,6 +106,50 @@ pub(crate) fn host_callback_per_replay<B: Backend>(t: &Target<B>) -> CaseResult 
     Ok(())
 }
 
+/// 5.01d: a host callback may make another stream current (its own thread's current stream)
+/// while it runs, eagerly and during a replay; the caller's current stream is unchanged.
+pub(crate) fn host_callback_switches_streams<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let stream = b.new_stream().ctx("new_stream")?;
+    let side = b.new_stream().ctx("new_stream")?;
+    let switched = Arc::new(AtomicUsize::new(0));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let callback = {
+        let (b, side) = (b.clone(), side.clone());
+        let (switched, failures) = (Arc::clone(&switched), Arc::clone(&failures));
+        Arc::new(move || match b.use_stream(&side) {
+            Ok(_guard) => {
+                switched.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(e) => failures
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!("use_stream in a host callback: {e}")),
+        })
+    };
+    {
+        let _current = on_stream(b, &stream)?;
+        b.host_callback(callback.clone())
+            .ctx("eager host callback")?;
+        b.stream_synchronize(&stream).ctx("stream_synchronize")?;
+    }
+    let mut g = new_graph(b, GraphOptions::new())?;
+    b.capture_on(&stream, &mut g, || b.host_callback(callback))
+        .ctx("capture of a host callback")?;
+    for _ in 0..2 {
+        replay_on(b, &stream, &mut g)?;
+    }
+    b.synchronize().ctx("synchronize")?;
+    let failures = failures.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    ensure!(failures.is_empty(), "{}", failures.join("; "));
+    ensure!(
+        switched.load(Ordering::SeqCst) == 3,
+        "the callback switched streams {} times, expected 3 (1 eager + 2 replays)",
+        switched.load(Ordering::SeqCst)
+    );
+    Ok(())
+}
+
 /// 5.11: an empty capture succeeds, its replay changes nothing, and `capture_end` logs a
 /// warning.
 pub(crate) fn empty_capture<B: Backend>(t: &Target<B>) -> CaseResult {

@@ -60,6 +60,9 @@ pub(crate) enum Call {
     SyncIdleStream,
     /// `event_synchronize` of an event never recorded.
     EventSynchronize,
+    /// `event_query` of an event never recorded (`cuEventQuery`: PyTorch's allocator stops
+    /// polling its events during a capture because of this rule).
+    EventQuery,
     /// A blocking `upload` (on the capturing thread: with the capturing stream current).
     Upload,
     /// A blocking `download` (on the capturing thread: with the capturing stream current).
@@ -112,7 +115,8 @@ pub(crate) fn rows<B: Backend, const N: usize>(
 ///
 /// * a device-wide synchronize, and waiting for the capturing stream, conflict with the capture
 ///   in every mode, from everywhere;
-/// * so do blocking copies on the capturing thread, whose current stream is capturing;
+/// * so do blocking copies on the capturing thread through the capturing instance, whose
+///   current stream is capturing (through another instance they copy on its idle stream);
 /// * `is_capturing` is always legal;
 /// * any other unsafe call is refused on the capturing thread unless the mode is relaxed, and
 ///   on other threads only in global mode;
@@ -121,7 +125,7 @@ pub(crate) fn expected(mode: CaptureErrorMode, place: Place, call: Call) -> Expe
     let mode = mode.resolved();
     match call {
         Synchronize | SyncCapturingStream => Refused(EveryMode),
-        Upload | Download if !place.other_thread() => Refused(EveryMode),
+        Upload | Download if !place.other_thread() && !place.other_instance() => Refused(EveryMode),
         IsCapturing => Allowed,
         CaptureEnd if place.other_thread() && mode != CaptureErrorMode::Relaxed => WrongThread,
         CaptureEnd => Allowed,
@@ -143,6 +147,7 @@ pub(crate) fn every_unsafe_call<B: Backend>(t: &Target<B>) -> CaseResult {
         PlainAlloc,
         SyncIdleStream,
         EventSynchronize,
+        EventQuery,
     ];
     for call in calls {
         for mode in CaptureErrorMode::ALL {
@@ -170,7 +175,7 @@ pub(crate) fn every_unsafe_call<B: Backend>(t: &Target<B>) -> CaseResult {
 ///   captures again after `reset()`;
 /// * `WrongThread`: the capture goes on (still capturing, work issued now is captured) and ends
 ///   on its own thread: one replay gives x = 2.
-fn check_row<B: Backend>(t: &Target<B>, r: Row) -> CaseResult {
+pub(crate) fn check_row<B: Backend>(t: &Target<B>, r: Row) -> CaseResult {
     check_row_inner(t, r).map_err(|e| {
         format!(
             "{} capture, {:?} at {:?} (expected {:?}): {e}",
@@ -334,6 +339,7 @@ impl<B: Backend> Props<B> {
                 SyncCapturingStream => b.stream_synchronize(capturing).map(|()| None),
                 SyncIdleStream => b.stream_synchronize(&self.idle).map(|()| None),
                 EventSynchronize => b.event_synchronize(&self.event).map(|()| None),
+                EventQuery => b.event_query(&self.event).map(|_| None),
                 Upload => b.upload(&self.buffer, &[1.0, 2.0]).map(|()| None),
                 Download => b.download(&self.buffer).map(|_| None),
                 IsCapturing => match (b.is_capturing(capturing), b.is_capturing(&self.idle)) {

@@ -9,12 +9,16 @@ mod capture;
 mod capture_modes;
 mod debug;
 mod differential;
+mod hardening;
 mod lifecycle;
+mod memory_safety;
 mod misuse;
 mod multi_stream;
+mod ops;
 mod panic_safety;
 mod pools;
 mod state_machine;
+mod torch_parity;
 mod utilities;
 
 use accel_graph_api::{
@@ -82,6 +86,12 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
             host_callbacks,
             capture::host_callback_per_replay,
         ),
+        Case::new(
+            "5.01d a host callback may switch its thread's current stream, eager and replayed",
+            CAPTURE,
+            host_callbacks,
+            capture::host_callback_switches_streams,
+        ),
         // 5.02 replay equals eager.
         Case::new(
             "5.02a replay equals eager, bit for bit, for random programs",
@@ -100,6 +110,12 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
             DIFFERENTIAL,
             none,
             differential::eager_matches_host,
+        ),
+        Case::new(
+            "5.02d each portable op, eager and replayed, equals its definition",
+            DIFFERENTIAL,
+            none,
+            ops::each_op_matches_its_definition,
         ),
         // 5.03 / 5.04 keep_graph.
         Case::new(
@@ -694,4 +710,12 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
         )
         .needing_another_instance(),
     ])
+    .into_iter()
+    // 9: memory-safe replay.
+    .chain(memory_safety::cases())
+    // 10: hardening.
+    .chain(hardening::cases())
+    // 11: PyTorch parity.
+    .chain(torch_parity::cases())
+    .collect()
 }

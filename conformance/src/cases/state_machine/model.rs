@@ -3,7 +3,9 @@
 
 use accel_graph_api::{CaptureErrorMode, GraphState, PoolId};
 
-use super::actions::GRAPHS;
+use std::collections::BTreeSet;
+
+use super::actions::{BUCKETS, GRAPHS, INSTANCES};
 
 /// Whether a capture will still end cleanly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +21,8 @@ pub(super) enum Validity {
 /// The model of one graph object: PyTorch's state machine plus what the capture recorded.
 #[derive(Debug, Clone)]
 pub(super) struct ModelGraph {
+    /// The instance that made the graph (its calls go through it).
+    pub(super) instance: usize,
     pub(super) keep_graph: bool,
     /// The resolved capture error mode.
     pub(super) mode: CaptureErrorMode,
@@ -34,14 +38,22 @@ pub(super) struct ModelGraph {
     pub(super) copies: usize,
     /// Other ops captured (Kernel or Memset nodes).
     pub(super) other_ops: usize,
+    /// Buffer slots emptied by the captured host callbacks, one per Host node, in order.
+    pub(super) host_drops: Vec<usize>,
     /// The pool `pool()` reported, once asked.
     pub(super) pool: Option<PoolId>,
 }
 
 impl ModelGraph {
-    /// A new graph object.
-    pub(super) fn new(keep_graph: bool, mode: CaptureErrorMode, pool: Option<PoolId>) -> Self {
+    /// A new graph object of `instance`.
+    pub(super) fn new(
+        instance: usize,
+        keep_graph: bool,
+        mode: CaptureErrorMode,
+        pool: Option<PoolId>,
+    ) -> Self {
         ModelGraph {
+            instance,
             keep_graph,
             mode: mode.resolved(),
             pool_option: pool,
@@ -52,6 +64,7 @@ impl ModelGraph {
             validity: Validity::Clean,
             copies: 0,
             other_ops: 0,
+            host_drops: Vec::new(),
             pool: None,
         }
     }
@@ -67,6 +80,7 @@ impl ModelGraph {
         self.validity = Validity::Clean;
         self.copies = 0;
         self.other_ops = 0;
+        self.host_drops.clear();
         self.pool = None;
     }
 
@@ -105,21 +119,46 @@ pub(super) enum OnStream {
     Unclean,
 }
 
-/// The model of a whole sequence: the graph slots and the current stream.
+/// The model of a whole sequence: the graph slots, each instance's current stream, and the
+/// utilities.
+///
+/// The instances are of one device, so they share its capture rules: a capture made through
+/// either forbids unsafe calls made through both (all calls are made on one thread), and a
+/// device-wide synchronize through either conflicts with the captures of both.
 #[derive(Debug, Clone)]
 pub(super) struct Model {
     pub(super) graphs: Vec<Option<ModelGraph>>,
-    pub(super) current: usize,
+    /// The current stream of each instance.
+    pub(super) current: [usize; INSTANCES],
     /// The default stream (stream 0) refuses capture.
     pub(super) uncapturable_default: bool,
+    pub(super) utilities: ModelUtilities,
+}
+
+/// The model of the sequence's utilities: which instance made each, and what it holds.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ModelUtilities {
+    /// The graphed callable's instance.
+    pub(super) graphed: Option<usize>,
+    /// The loader's instance and, per stage, the length of each microbatch's input.
+    pub(super) loader: Option<(usize, [Vec<usize>; 2])>,
+    /// The bucketed cache's instance and the buckets it captured.
+    pub(super) bucketed: Option<(usize, BTreeSet<usize>)>,
+}
+
+/// The bucket of a batch of `rows` rows: the smallest of [`BUCKETS`] that holds it, `None`
+/// beyond the largest (an eager run).
+pub(super) fn bucket_for(rows: usize) -> Option<usize> {
+    BUCKETS.iter().copied().find(|&b| b >= rows)
 }
 
 impl Model {
     pub(super) fn new(uncapturable_default: bool) -> Self {
         Model {
             graphs: vec![None; GRAPHS],
-            current: 0,
+            current: [0; INSTANCES],
             uncapturable_default,
+            utilities: ModelUtilities::default(),
         }
     }
 
@@ -131,11 +170,14 @@ impl Model {
         self.graphs[i].as_mut().expect("slot checked")
     }
 
-    /// The graph capturing `stream`, if any.
-    pub(super) fn capture_on(&self, stream: usize) -> Option<usize> {
+    /// The graph capturing `stream` of `instance`, if any.
+    pub(super) fn capture_on(&self, instance: usize, stream: usize) -> Option<usize> {
         self.graphs.iter().position(|m| {
-            m.as_ref()
-                .is_some_and(|m| m.state == GraphState::Capturing && m.capture_stream == stream)
+            m.as_ref().is_some_and(|m| {
+                m.instance == instance
+                    && m.state == GraphState::Capturing
+                    && m.capture_stream == stream
+            })
         })
     }
 
@@ -150,18 +192,20 @@ impl Model {
         self.capturing().next().is_some()
     }
 
-    pub(super) fn on_current(&self) -> OnStream {
-        match self.capture_on(self.current) {
+    /// How `instance`'s current stream relates to the captures in progress.
+    pub(super) fn on_current(&self, instance: usize) -> OnStream {
+        match self.capture_on(instance, self.current[instance]) {
             None => OnStream::NotCapturing,
             Some(i) if self.graph(i).validity == Validity::Clean => OnStream::Clean(i),
             Some(_) => OnStream::Unclean,
         }
     }
 
-    /// Eager work on the default stream while another stream captures: on CUDA's legacy
-    /// stream that synchronizes with the capture; whether it does is the backend's business.
-    pub(super) fn default_stream_ambiguous(&self) -> bool {
-        self.current == 0 && self.capture_on(0).is_none() && self.any_capture()
+    /// Eager work on `instance`'s default stream while another stream captures (of either
+    /// instance: they share the device): on CUDA's legacy stream that synchronizes with the
+    /// capture; whether it does is the backend's business.
+    pub(super) fn default_stream_ambiguous(&self, instance: usize) -> bool {
+        self.current[instance] == 0 && self.capture_on(instance, 0).is_none() && self.any_capture()
     }
 
     /// Memory may have gone back to the device, or a capture's neighbour changed: captures in
@@ -232,18 +276,19 @@ impl Model {
         })
     }
 
-    /// Whether `stream` must be capturing now; `None` where the model cannot tell (a capture
-    /// on it that may have been invalidated).
-    pub(super) fn capturing_expected(&self, stream: usize) -> Option<bool> {
-        match self.capture_on(stream) {
+    /// Whether `stream` of `instance` must be capturing now; `None` where the model cannot
+    /// tell (a capture on it that may have been invalidated).
+    pub(super) fn capturing_expected(&self, instance: usize, stream: usize) -> Option<bool> {
+        match self.capture_on(instance, stream) {
             Some(i) if self.graph(i).validity != Validity::Clean => None,
             Some(_) => Some(true),
             None => Some(false),
         }
     }
 
-    /// Whether `capture_begin` on the current stream must fail with `StreamNotCapturable`.
-    pub(super) fn begin_refused_by_default_stream(&self) -> bool {
-        self.current == 0 && self.uncapturable_default
+    /// Whether `capture_begin` on `instance`'s current stream must fail with
+    /// `StreamNotCapturable`.
+    pub(super) fn begin_refused_by_default_stream(&self, instance: usize) -> bool {
+        self.current[instance] == 0 && self.uncapturable_default
     }
 }

@@ -1,17 +1,32 @@
-//! The runner: makes each call of a sequence on the backend and checks it against the
-//! [`Model`]; after every call it checks every observable fact, and after the sequence that
-//! nothing is left capturing and no memory is held.
+//! The runner: makes each call of a sequence on the backend instances and checks it against
+//! the [`Model`]; after every call it checks every observable fact, and after the sequence
+//! that nothing is left capturing and no memory is held.
 
-use std::{collections::HashSet, path::Path};
+use std::{
+    collections::HashSet,
+    path::Path,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use accel_graph_api::{
-    AcceleratorGraph, Backend, DeviceBuffer, GraphError, GraphOptions, GraphState, NodeKind, PoolId,
+    AcceleratorGraph, Backend, DeviceBuffer, GraphError, GraphOptions, GraphState, HostCallback,
+    NodeKind, PoolId, PortableOps,
+};
+use accel_graph_utils::{
+    BucketedCacheOptions, BucketedGraphCache, CaptureSizes, GraphedCallable,
+    GraphedCallableOptions, Stage, StaticBufferLoader, make_graphed_callable,
 };
 
 use super::{
     Counters,
-    actions::{Action, BUFFERS, GRAPHS, HANDLES, OpKind, PoolChoice},
-    model::{Model, ModelGraph, OnStream, Validity},
+    actions::{
+        Action, BUCKETS, BUFFERS, GRAPHS, HANDLES, OpKind, PoolChoice, UTILITY_LEN, Utility,
+    },
+    model::{Model, ModelGraph, OnStream, Validity, bucket_for},
 };
 use crate::check::{CaseResult, Ctx, ensure, expect_err};
 
@@ -20,31 +35,80 @@ use crate::check::{CaseResult, Ctx, ensure, expect_err};
 pub(super) enum Step {
     /// Called and checked.
     Checked,
-    /// Not applicable now (its graph or buffer slot is empty, an op would alias).
+    /// Not applicable now: its graph, buffer or utility slot is empty, an op would alias, a
+    /// host callback the backend cannot run, a utility while a capture runs (§7 checks the
+    /// utilities; here they meet everything else between captures).
     NotApplicable,
     /// Left out: CUDA leaves its outcome to the driver (see the module docs).
     BackendDefined,
 }
 
+/// The callable of the sequence's utilities: `y = 2x` into a new buffer.
+type Double<B> = fn(
+    &B,
+    &[&<B as PortableOps>::Buffer],
+) -> accel_graph_api::Result<Vec<<B as PortableOps>::Buffer>>;
+
+fn double<B: Backend>(b: &B, x: &[&B::Buffer]) -> accel_graph_api::Result<Vec<B::Buffer>> {
+    let y = b.alloc(x[0].len())?;
+    b.copy(&y, x[0])?;
+    b.scale(&y, 2.0)?;
+    Ok(vec![y])
+}
+
+/// A buffer slot: the buffer and the instance that allocated it. Shared with the host
+/// callbacks that drop what the slot holds when they run.
+type Slot<B> = Arc<Mutex<Option<(usize, <B as PortableOps>::Buffer)>>>;
+
+fn lock<T>(slot: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A slot is replaced or taken whole: a panic elsewhere cannot tear it.
+    slot.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The sequence's utilities, one of each kind at most.
+struct Utilities<B: Backend> {
+    graphed: Option<GraphedCallable<B, Double<B>>>,
+    loader: Option<StaticBufferLoader<B>>,
+    bucketed: Option<BucketedGraphCache<B, Double<B>>>,
+}
+
 /// The backend's objects of one sequence, next to the model of them.
 struct Machine<'a, B: Backend> {
-    b: &'a B,
-    streams: &'a [B::Stream],
+    /// The instances (one or two); `on` indices of actions are taken modulo their number.
+    bs: &'a [B],
+    /// Each instance's streams.
+    streams: &'a [Vec<B::Stream>],
     dir: &'a Path,
     model: Model,
     /// Declared before the buffers so they drop first: a graph lets go of its pool before the
     /// buffers of the sequence are released.
     graphs: Vec<Option<B::Graph>>,
+    utilities: Utilities<B>,
     /// The buffers. Nothing else holds them: a buffer dropped while captured work uses it is
     /// kept alive by the graph, so replays stay valid.
-    buffers: Vec<Option<B::Buffer>>,
-    handles: Vec<Option<PoolId>>,
-    seen_handles: HashSet<PoolId>,
+    buffers: Vec<Slot<B>>,
+    /// Pool handles, with the instance that issued each.
+    handles: Vec<Option<(usize, PoolId)>>,
+    seen_handles: HashSet<(usize, PoolId)>,
+    /// Runs of the host callbacks that drop buffers, so far.
+    host_runs: Arc<AtomicUsize>,
+    /// Runs the sequence has launched (the runner waits for them after each launch).
+    host_runs_launched: usize,
+    counters: &'a Counters,
 }
 
 impl<B: Backend> Machine<'_, B> {
+    fn instance(&self, on: usize) -> usize {
+        on % self.bs.len()
+    }
+
     fn graph(&mut self, i: usize) -> &mut B::Graph {
         self.graphs[i].as_mut().expect("slot checked")
+    }
+
+    /// The instance of graph `i` (whose slot is checked).
+    fn graph_instance(&self, i: usize) -> usize {
+        self.model.graph(i).instance
     }
 
     /// Checks the result of a call that instantiates a graph: it must succeed unless
@@ -74,15 +138,47 @@ impl<B: Backend> Machine<'_, B> {
         }
     }
 
+    /// Waits until every host callback launched so far has run: at once on synchronous
+    /// backends; on asynchronous ones the stream gets there on its own (the callbacks need
+    /// nothing but the launches before them). The model knows what they dropped only then.
+    fn await_host_runs(&self) -> CaseResult {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.host_runs.load(Ordering::Acquire) < self.host_runs_launched {
+            ensure!(
+                Instant::now() < deadline,
+                "{} of {} launched host callbacks ran within 30 s",
+                self.host_runs.load(Ordering::Acquire),
+                self.host_runs_launched
+            );
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        Ok(())
+    }
+
+    /// Counts a foreign buffer that sits at an address of a buffer of the instance it was
+    /// given to (the collision identity by address alone would miss).
+    fn note_collision(&self, on: usize, foreign: u64) {
+        let collides = self.buffers.iter().any(|slot| {
+            lock(slot)
+                .as_ref()
+                .is_some_and(|(i, b)| *i == on && b.device_address() == foreign)
+        });
+        if collides {
+            let c = &self.counters.address_collisions;
+            c.set(c.get() + 1);
+        }
+    }
+
     /// Runs one action and checks its result against the model.
     fn step(&mut self, action: Action) -> Result<Step, String> {
         match action {
             Action::NewGraph {
+                on,
                 slot,
                 keep_graph,
                 pool,
                 mode,
-            } => self.new_graph(slot, keep_graph, pool, mode)?,
+            } => self.new_graph(self.instance(on), slot, keep_graph, pool, mode)?,
             Action::DropGraph(i) => {
                 if self.graphs[i].is_none() {
                     return Ok(Step::NotApplicable);
@@ -111,33 +207,47 @@ impl<B: Backend> Machine<'_, B> {
             }
             Action::DebugDump(i) => return self.debug_dump(i),
             Action::Nodes(i) => return self.nodes(i),
-            Action::Alloc { slot, len } => return self.alloc(slot, len),
+            Action::Alloc { on, slot, len } => return self.alloc(self.instance(on), slot, len),
             Action::DropBuffer(i) => {
-                if self.buffers[i].take().is_none() {
+                let dropped = lock(&self.buffers[i]).take();
+                if dropped.is_none() {
                     return Ok(Step::NotApplicable);
                 }
+                drop(dropped);
                 self.model.released();
             }
-            Action::Op { kind, a, b } => return self.op(kind, a, b),
-            Action::UseStream(k) => {
-                self.b
-                    .set_current_stream(&self.streams[k])
-                    .ctx("set_current_stream")?;
-                self.model.current = k;
+            Action::Op { on, kind, a, b } => return self.op(self.instance(on), kind, a, b),
+            Action::UseStream { on, of, stream } => {
+                let (on, of) = (self.instance(on), self.instance(of));
+                let b = &self.bs[on];
+                if on == of {
+                    b.set_current_stream(&self.streams[of][stream])
+                        .ctx("set_current_stream")?;
+                    self.model.current[on] = stream;
+                } else {
+                    expect_err!(
+                        b.set_current_stream(&self.streams[of][stream]),
+                        GraphError::ForeignObject { what: "stream" },
+                        "set_current_stream(a stream of the other instance)"
+                    );
+                }
             }
-            Action::NewPoolHandle(h) => {
-                let handle = self.b.graph_pool_handle();
+            Action::NewPoolHandle { on, slot } => {
+                let on = self.instance(on);
+                let handle = self.bs[on].graph_pool_handle();
                 ensure!(handle.is_user(), "graph_pool_handle() returned {handle}");
                 ensure!(
-                    self.seen_handles.insert(handle),
+                    self.seen_handles.insert((on, handle)),
                     "graph_pool_handle() returned {handle} twice"
                 );
-                self.handles[h] = Some(handle);
+                self.handles[slot] = Some((on, handle));
             }
-            Action::Synchronize => {
+            Action::Synchronize { on } => {
+                let b = &self.bs[self.instance(on)];
                 if self.model.any_capture() {
-                    // A device-wide synchronize conflicts with every capture, in every mode.
-                    let r = self.b.synchronize();
+                    // A device-wide synchronize conflicts with every capture of the device,
+                    // in every mode, whichever instance it is made through.
+                    let r = b.synchronize();
                     self.model.device_synchronized();
                     expect_err!(
                         r,
@@ -145,31 +255,51 @@ impl<B: Backend> Machine<'_, B> {
                         "synchronize during capture"
                     );
                 } else {
-                    self.b.synchronize().ctx("synchronize")?;
+                    b.synchronize().ctx("synchronize")?;
                 }
             }
-            Action::Download(i) => return self.download(i),
-            Action::EmptyCache => self.b.empty_cache().ctx("empty_cache")?,
+            Action::Download { on, slot } => return self.download(self.instance(on), slot),
+            Action::EmptyCache { on } => self.bs[self.instance(on)]
+                .empty_cache()
+                .ctx("empty_cache")?,
+            Action::HostDrop { on, slot } => return self.host_drop(self.instance(on), slot),
+            Action::MakeUtility { on, utility } => {
+                return self.make_utility(self.instance(on), utility);
+            }
+            Action::GraphedCall(slot) => return self.graphed_call(slot),
+            Action::Load {
+                stage,
+                microbatch,
+                slot,
+            } => return self.load(stage, microbatch, slot),
+            Action::BucketedRun(slot) => return self.bucketed_run(slot),
         }
         Ok(Step::Checked)
     }
 
     fn new_graph(
         &mut self,
+        on: usize,
         slot: usize,
         keep_graph: bool,
         pool: PoolChoice,
         mode: accel_graph_api::CaptureErrorMode,
     ) -> Result<(), String> {
-        let pool_option = match pool {
-            PoolChoice::Own => None,
-            PoolChoice::Handle(h) => self.handles[h],
-            PoolChoice::ShareGraph(j) => match (&self.graphs[j], &self.model.graphs[j]) {
-                (Some(g), Some(m)) if m.captured() => Some(g.pool().ctx("pool()")?),
-                _ => None,
+        // The pool given, and whether the instance must refuse it.
+        let (pool_option, refused) = match pool {
+            PoolChoice::Own => (None, false),
+            PoolChoice::Handle(h) => match self.handles[h] {
+                Some((issuer, id)) => (Some(id), issuer != on),
+                None => (None, false),
             },
-            PoolChoice::Invalid => Some(PoolId(5, 7)),
-            PoolChoice::Forged => Some(PoolId(0, 1 << 48)),
+            PoolChoice::ShareGraph(j) => match (&self.graphs[j], &self.model.graphs[j]) {
+                (Some(g), Some(m)) if m.captured() => {
+                    (Some(g.pool().ctx("pool()")?), m.instance != on)
+                }
+                _ => (None, false),
+            },
+            PoolChoice::Invalid => (Some(PoolId(5, 7)), true),
+            PoolChoice::Forged => (Some(PoolId(0, 1 << 48)), true),
         };
         let mut options = GraphOptions::new()
             .keep_graph(keep_graph)
@@ -177,15 +307,16 @@ impl<B: Backend> Machine<'_, B> {
         if let Some(p) = pool_option {
             options = options.pool(p);
         }
-        if matches!(pool, PoolChoice::Invalid | PoolChoice::Forged) {
+        let b = &self.bs[on];
+        if refused {
             expect_err!(
-                self.b.graph(options),
+                b.graph(options),
                 GraphError::InvalidPoolId { .. },
-                format!("graph(pool={pool:?})")
+                format!("graph(pool={pool:?}, {pool_option:?})")
             );
             return Ok(());
         }
-        let graph = self.b.graph(options).ctx("graph(options)")?;
+        let graph = b.graph(options).ctx("graph(options)")?;
         ensure!(
             graph.keep_graph() == keep_graph,
             "keep_graph() differs from the options"
@@ -196,7 +327,7 @@ impl<B: Backend> Machine<'_, B> {
         );
         self.remove_graph(slot);
         self.graphs[slot] = Some(graph);
-        self.model.graphs[slot] = Some(ModelGraph::new(keep_graph, mode, pool_option));
+        self.model.graphs[slot] = Some(ModelGraph::new(on, keep_graph, mode, pool_option));
         Ok(())
     }
 
@@ -204,6 +335,7 @@ impl<B: Backend> Machine<'_, B> {
         let Some(state) = self.model.graphs[i].as_ref().map(|m| m.state) else {
             return Ok(Step::NotApplicable);
         };
+        let on = self.graph_instance(i);
         match state {
             GraphState::Capturing => {
                 expect_err!(
@@ -220,10 +352,10 @@ impl<B: Backend> Machine<'_, B> {
                 );
             }
             GraphState::Empty => {
-                if self.model.capture_on(self.model.current).is_some() {
+                if self.model.capture_on(on, self.model.current[on]).is_some() {
                     return Ok(Step::BackendDefined);
                 }
-                if self.model.begin_refused_by_default_stream() {
+                if self.model.begin_refused_by_default_stream(on) {
                     expect_err!(
                         self.graph(i).capture_begin(),
                         GraphError::StreamNotCapturable,
@@ -231,7 +363,7 @@ impl<B: Backend> Machine<'_, B> {
                     );
                 } else {
                     self.graph(i).capture_begin().ctx("capture_begin")?;
-                    let current = self.model.current;
+                    let current = self.model.current[on];
                     self.model.graph_mut(i).begin(current);
                 }
             }
@@ -249,7 +381,7 @@ impl<B: Backend> Machine<'_, B> {
                 GraphError::NotCapturing,
                 "capture_end without a capture"
             );
-        } else if m.capture_stream != self.model.current {
+        } else if m.capture_stream != self.model.current[m.instance] {
             expect_err!(
                 self.graph(i).capture_end(),
                 GraphError::CaptureStreamMismatch,
@@ -323,17 +455,36 @@ impl<B: Backend> Machine<'_, B> {
             );
             return Ok(Step::Checked);
         }
-        if self.model.capture_on(self.model.current).is_some()
-            || self.model.default_stream_ambiguous()
+        let on = m.instance;
+        if self.model.capture_on(on, self.model.current[on]).is_some()
+            || self.model.default_stream_ambiguous(on)
         {
             return Ok(Step::BackendDefined);
         }
+        // Whether the graph's host nodes will drop a buffer (the slot holds one now).
+        let drops = m
+            .host_drops
+            .iter()
+            .any(|&slot| lock(&self.buffers[slot]).is_some());
         // A first replay of a kept graph instantiates it. Buffers the capture used may have
-        // been dropped since: the graph keeps their memory, so the replay is valid.
+        // been dropped since — or are dropped by the replay's own host nodes, before later
+        // nodes use them: the graph keeps their memory, so the replay is valid.
         let contended = m.state == GraphState::Captured && self.model.instantiation_contended();
         let result = self.graph(i).replay();
         if self.instantiated(result, contended, "replay")? {
             self.model.graph_mut(i).state = GraphState::Ready;
+            self.host_runs_launched += m.host_drops.len();
+            self.await_host_runs()?;
+            for &slot in &m.host_drops {
+                ensure!(
+                    lock(&self.buffers[slot]).is_none(),
+                    "buffer slot {slot} still holds a buffer after a replay of a host node that \
+                     drops it"
+                );
+            }
+            if drops {
+                self.model.released();
+            }
         }
         Ok(Step::Checked)
     }
@@ -418,11 +569,14 @@ impl<B: Backend> Machine<'_, B> {
         } else {
             let t = result.ctx("nodes()")?;
             let kernels = t.count(NodeKind::Kernel) + t.count(NodeKind::Memset);
+            let hosts = m.host_drops.len();
             ensure!(
-                t.len() == m.copies + m.other_ops
+                t.len() == m.copies + m.other_ops + hosts
                     && t.count(NodeKind::Memcpy) == m.copies
+                    && t.count(NodeKind::Host) == hosts
                     && kernels == m.other_ops,
-                "nodes() has {:?}; the capture recorded {} copies and {} other ops",
+                "nodes() has {:?}; the capture recorded {} copies, {} other ops and {hosts} \
+                 host callbacks",
                 t.nodes,
                 m.copies,
                 m.other_ops
@@ -431,13 +585,33 @@ impl<B: Backend> Machine<'_, B> {
         Ok(Step::Checked)
     }
 
-    fn alloc(&mut self, slot: usize, len: usize) -> Result<Step, String> {
-        let b = self.b;
-        let buffer = match self.model.on_current() {
+    /// Allocates `len` elements through instance `on`. Lengths a device holds behave as
+    /// always; a huge one is refused with `OutOfMemory` wherever the allocation would be made
+    /// — except that a plain allocation a capture forbids is refused as an unsafe call first.
+    /// An element count whose byte size overflows is refused before anything else.
+    fn alloc(&mut self, on: usize, slot: usize, len: usize) -> Result<Step, String> {
+        let b = &self.bs[on];
+        let fits = len <= 1 << 20;
+        let oom = |r: accel_graph_api::Result<B::Buffer>, what: &str| -> CaseResult {
+            expect_err!(
+                r,
+                GraphError::OutOfMemory { .. },
+                format!("{what} of {len} elements")
+            );
+            Ok(())
+        };
+        if len.checked_mul(std::mem::size_of::<f32>()).is_none() {
+            oom(b.alloc(len), "alloc whose byte size overflows")?;
+            return Ok(Step::Checked);
+        }
+        let buffer = match self.model.on_current(on) {
             OnStream::Unclean => return Ok(Step::BackendDefined),
+            OnStream::Clean(_) if !fits => {
+                oom(b.alloc(len), "a huge alloc inside a capture")?;
+                return Ok(Step::Checked);
+            }
             OnStream::Clean(_) => b.alloc(len).ctx("alloc inside a capture")?,
             OnStream::NotCapturing => match self.model.unsafe_call_forbidden() {
-                Some(false) => b.alloc(len).ctx("alloc")?,
                 Some(true) => {
                     let r = b.alloc(len);
                     self.model.unsafe_call_made();
@@ -448,6 +622,12 @@ impl<B: Backend> Machine<'_, B> {
                     );
                     return Ok(Step::Checked);
                 }
+                // Allowed (no capture, or only relaxed ones), but no device holds it.
+                _ if !fits => {
+                    oom(b.alloc(len), "a huge plain alloc")?;
+                    return Ok(Step::Checked);
+                }
+                Some(false) => b.alloc(len).ctx("alloc")?,
                 None => {
                     // A relaxed capture is in progress: allowed, but it may count.
                     let r = b.alloc(len).ctx("plain alloc during a relaxed capture")?;
@@ -461,33 +641,66 @@ impl<B: Backend> Machine<'_, B> {
             "alloc({len}) gave {} elements",
             buffer.len()
         );
-        if self.buffers[slot].replace(buffer).is_some() {
+        let replaced = lock(&self.buffers[slot]).replace((on, buffer));
+        if replaced.is_some() {
+            drop(replaced);
             self.model.released();
         }
         Ok(Step::Checked)
     }
 
-    fn op(&mut self, kind: OpKind, a: usize, second: usize) -> Result<Step, String> {
-        let (Some(x), Some(y)) = (&self.buffers[a], &self.buffers[second]) else {
-            return Ok(Step::NotApplicable);
-        };
+    fn op(&mut self, on: usize, kind: OpKind, a: usize, second: usize) -> Result<Step, String> {
         if kind.binary() && a == second {
             return Ok(Step::NotApplicable);
         }
-        let capture = match self.model.on_current() {
-            OnStream::Unclean => return Ok(Step::BackendDefined),
-            _ if self.model.default_stream_ambiguous() => return Ok(Step::BackendDefined),
-            OnStream::Clean(j) => Some(j),
-            OnStream::NotCapturing => None,
+        // A unary op reads no second buffer: its slot does not matter.
+        let second = if kind.binary() { second } else { a };
+        let x_slot = lock(&self.buffers[a]);
+        let y_slot = if a == second {
+            None
+        } else {
+            Some(lock(&self.buffers[second]))
         };
-        let b = self.b;
-        let result = match kind {
+        let (Some((xi, x)), Some((yi, y))) = (
+            x_slot.as_ref(),
+            match &y_slot {
+                Some(slot) => slot.as_ref(),
+                None => x_slot.as_ref(),
+            },
+        ) else {
+            return Ok(Step::NotApplicable);
+        };
+        let b = &self.bs[on];
+        let run = || match kind {
             OpKind::Fill => b.fill(x, 1.5),
             OpKind::Copy => b.copy(x, y),
             OpKind::AddScalar => b.add_scalar(x, 1.0),
             OpKind::Scale => b.scale(x, 0.5),
             OpKind::Axpy => b.axpy(x, 0.25, y),
         };
+        // A buffer of the other instance is refused before anything else: lengths, captures.
+        let foreign = [Some((*xi, x)), kind.binary().then_some((*yi, y))]
+            .into_iter()
+            .flatten()
+            .find(|(i, _)| *i != on)
+            .map(|(_, buffer)| buffer.device_address());
+        if let Some(address) = foreign {
+            expect_err!(
+                run(),
+                GraphError::ForeignObject { what: "buffer" },
+                "an op on a buffer of the other instance"
+            );
+            drop((x_slot, y_slot));
+            self.note_collision(on, address);
+            return Ok(Step::Checked);
+        }
+        let capture = match self.model.on_current(on) {
+            OnStream::Unclean => return Ok(Step::BackendDefined),
+            _ if self.model.default_stream_ambiguous(on) => return Ok(Step::BackendDefined),
+            OnStream::Clean(j) => Some(j),
+            OnStream::NotCapturing => None,
+        };
+        let result = run();
         let mismatched = kind.binary() && x.len() != y.len();
         if mismatched {
             expect_err!(
@@ -513,17 +726,31 @@ impl<B: Backend> Machine<'_, B> {
         Ok(Step::Checked)
     }
 
-    fn download(&mut self, i: usize) -> Result<Step, String> {
-        let Some(x) = &self.buffers[i] else {
+    fn download(&mut self, on: usize, i: usize) -> Result<Step, String> {
+        let slot = lock(&self.buffers[i]);
+        let Some((xi, x)) = slot.as_ref() else {
             return Ok(Step::NotApplicable);
         };
+        let b = &self.bs[on];
+        if *xi != on {
+            // Refused before the capture rules: it disturbs nothing.
+            let address = x.device_address();
+            expect_err!(
+                b.download(x),
+                GraphError::ForeignObject { what: "buffer" },
+                "download of a buffer of the other instance"
+            );
+            drop(slot);
+            self.note_collision(on, address);
+            return Ok(Step::Checked);
+        }
         match self.model.unsafe_call_forbidden() {
             None => return Ok(Step::BackendDefined),
             Some(false) => {
-                if self.model.default_stream_ambiguous() {
+                if self.model.default_stream_ambiguous(on) {
                     return Ok(Step::BackendDefined);
                 }
-                let data = self.b.download(x).ctx("download")?;
+                let data = b.download(x).ctx("download")?;
                 ensure!(
                     data.len() == x.len(),
                     "download gave {} elements",
@@ -531,7 +758,7 @@ impl<B: Backend> Machine<'_, B> {
                 );
             }
             Some(true) => {
-                let r = self.b.download(x);
+                let r = b.download(x);
                 self.model.unsafe_call_made();
                 expect_err!(
                     r,
@@ -539,6 +766,241 @@ impl<B: Backend> Machine<'_, B> {
                     "download during capture"
                 );
             }
+        }
+        Ok(Step::Checked)
+    }
+
+    /// A host callback dropping whatever slot `slot` holds when it runs.
+    fn dropper(&self, slot: usize) -> HostCallback {
+        let (cell, runs) = (Arc::clone(&self.buffers[slot]), Arc::clone(&self.host_runs));
+        Arc::new(move || {
+            // Taken under the lock, dropped after it: the drop reaches into the backend.
+            let taken = lock(&cell).take();
+            drop(taken);
+            runs.fetch_add(1, Ordering::Release);
+        })
+    }
+
+    /// `HostDrop`: on a capturing stream the callback becomes a host node of the capture (it
+    /// runs, and drops, at every replay); elsewhere it runs now.
+    fn host_drop(&mut self, on: usize, slot: usize) -> Result<Step, String> {
+        if !self.bs[on].capabilities().host_callbacks {
+            return Ok(Step::NotApplicable);
+        }
+        let capture = match self.model.on_current(on) {
+            OnStream::Unclean => return Ok(Step::BackendDefined),
+            _ if self.model.default_stream_ambiguous(on) => return Ok(Step::BackendDefined),
+            OnStream::Clean(j) => Some(j),
+            OnStream::NotCapturing => None,
+        };
+        let callback = self.dropper(slot);
+        self.bs[on].host_callback(callback).ctx("host_callback")?;
+        match capture {
+            Some(j) => self.model.graph_mut(j).host_drops.push(slot),
+            None => {
+                let held = lock(&self.buffers[slot]).is_some();
+                self.host_runs_launched += 1;
+                self.await_host_runs()?;
+                ensure!(
+                    lock(&self.buffers[slot]).is_none(),
+                    "an eager host callback ran but slot {slot} still holds a buffer"
+                );
+                if held {
+                    self.model.released();
+                }
+            }
+        }
+        Ok(Step::Checked)
+    }
+
+    fn make_utility(&mut self, on: usize, utility: Utility) -> Result<Step, String> {
+        // Making a utility synchronizes and captures: between the sequence's captures only.
+        if self.model.any_capture() {
+            return Ok(Step::NotApplicable);
+        }
+        let b = &self.bs[on];
+        match utility {
+            Utility::Graphed => {
+                self.utilities.graphed = None;
+                let sample = b
+                    .alloc_from(&[1.0; UTILITY_LEN])
+                    .ctx("alloc_from (sample)")?;
+                let graphed = make_graphed_callable(
+                    b,
+                    double::<B> as Double<B>,
+                    vec![sample],
+                    GraphedCallableOptions::new().warmup_iters(1),
+                )
+                .ctx("make_graphed_callable")?;
+                self.utilities.graphed = Some(graphed);
+                self.model.utilities.graphed = Some(on);
+            }
+            Utility::Loader => {
+                self.utilities.loader =
+                    Some(StaticBufferLoader::new(b).ctx("StaticBufferLoader::new")?);
+                self.model.utilities.loader = Some((on, Default::default()));
+            }
+            Utility::Bucketed => {
+                self.utilities.bucketed = Some(
+                    BucketedGraphCache::new(
+                        b,
+                        double::<B> as Double<B>,
+                        CaptureSizes::new(BUCKETS).ctx("CaptureSizes")?,
+                        vec![1],
+                        BucketedCacheOptions::new().warmup_iters(0),
+                    )
+                    .ctx("BucketedGraphCache::new")?,
+                );
+                self.model.utilities.bucketed = Some((on, Default::default()));
+            }
+        }
+        Ok(Step::Checked)
+    }
+
+    /// Checks that `got` is twice the contents of `x` (read through instance `on`).
+    fn doubled(&self, on: usize, x: &B::Buffer, got: Vec<f32>, what: &str) -> CaseResult {
+        let want: Vec<f32> = self.bs[on]
+            .download(x)
+            .ctx("download")?
+            .into_iter()
+            .map(|v| v * 2.0)
+            .collect();
+        ensure!(
+            got.len() == want.len()
+                && got
+                    .iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits()),
+            "{what}: got {got:?}, expected twice the input: {want:?}"
+        );
+        Ok(())
+    }
+
+    fn graphed_call(&mut self, slot: usize) -> Result<Step, String> {
+        let (Some(on), false) = (self.model.utilities.graphed, self.model.any_capture()) else {
+            return Ok(Step::NotApplicable);
+        };
+        let cell = Arc::clone(&self.buffers[slot]);
+        let guard = lock(&cell);
+        let Some((xi, x)) = guard.as_ref() else {
+            return Ok(Step::NotApplicable);
+        };
+        let graphed = self.utilities.graphed.as_mut().expect("utility checked");
+        let result = graphed.call(&[x]).map(|out| self.bs[on].download(&out[0]));
+        // The arguments are checked first, then the instance.
+        if x.len() != UTILITY_LEN {
+            expect_err!(
+                result,
+                GraphError::ArgumentMismatch(_),
+                "a graphed call with an input of another length"
+            );
+        } else if *xi != on {
+            let address = x.device_address();
+            expect_err!(
+                result,
+                GraphError::ForeignObject { what: "buffer" },
+                "a graphed call with a buffer of the other instance"
+            );
+            drop(guard);
+            self.note_collision(on, address);
+        } else {
+            let got = result.ctx("graphed call")?.ctx("download of the output")?;
+            self.doubled(on, x, got, "graphed call")?;
+        }
+        Ok(Step::Checked)
+    }
+
+    fn load(&mut self, stage: usize, microbatch: usize, slot: usize) -> Result<Step, String> {
+        let (Some((on, loaded)), false) = (
+            self.model.utilities.loader.clone(),
+            self.model.any_capture(),
+        ) else {
+            return Ok(Step::NotApplicable);
+        };
+        let cell = Arc::clone(&self.buffers[slot]);
+        let guard = lock(&cell);
+        let Some((xi, x)) = guard.as_ref() else {
+            return Ok(Step::NotApplicable);
+        };
+        let stage_id = [Stage::Training, Stage::Validation][stage];
+        let loader = self.utilities.loader.as_mut().expect("utility checked");
+        let result = loader.load(stage_id, microbatch, &[x]).map(drop);
+        let lens = &loaded[stage];
+        if microbatch > lens.len() {
+            expect_err!(
+                result,
+                GraphError::ArgumentMismatch(_),
+                "a load of a microbatch beyond the loaded ones"
+            );
+        } else if microbatch < lens.len() && lens[microbatch] != x.len() {
+            expect_err!(
+                result,
+                GraphError::ArgumentMismatch(_),
+                "a load of another length into a loaded microbatch"
+            );
+        } else if *xi != on {
+            // A first load allocates, then refuses the copy: nothing is registered.
+            let address = x.device_address();
+            expect_err!(
+                result,
+                GraphError::ForeignObject { what: "buffer" },
+                "a load of a buffer of the other instance"
+            );
+            drop(guard);
+            self.note_collision(on, address);
+        } else {
+            result.ctx("load")?;
+            let statics = &loader.buffers(stage_id)[microbatch][0];
+            let (got, want) = (
+                self.bs[on].download(statics).ctx("download")?,
+                self.bs[on].download(x).ctx("download")?,
+            );
+            ensure!(
+                got == want,
+                "the static buffer holds {got:?}, the input {want:?}"
+            );
+            if microbatch == lens.len()
+                && let Some((_, loaded)) = self.model.utilities.loader.as_mut()
+            {
+                loaded[stage].push(x.len());
+            }
+        }
+        Ok(Step::Checked)
+    }
+
+    fn bucketed_run(&mut self, slot: usize) -> Result<Step, String> {
+        let (Some((on, _)), false) = (
+            self.model.utilities.bucketed.clone(),
+            self.model.any_capture(),
+        ) else {
+            return Ok(Step::NotApplicable);
+        };
+        let cell = Arc::clone(&self.buffers[slot]);
+        let guard = lock(&cell);
+        let Some((xi, x)) = guard.as_ref() else {
+            return Ok(Step::NotApplicable);
+        };
+        let cache = self.utilities.bucketed.as_mut().expect("utility checked");
+        let result = cache.run_device(&[x]).and_then(|run| run.download(0));
+        // A batch within the buckets captures its bucket first, whatever comes next.
+        let bucket = bucket_for(x.len());
+        if let (Some(bucket), Some((_, captured))) =
+            (bucket, self.model.utilities.bucketed.as_mut())
+        {
+            captured.insert(bucket);
+        }
+        if *xi != on {
+            let address = x.device_address();
+            expect_err!(
+                result,
+                GraphError::ForeignObject { what: "buffer" },
+                "a bucketed run on a buffer of the other instance"
+            );
+            drop(guard);
+            self.note_collision(on, address);
+        } else {
+            let got = result.ctx("bucketed run")?;
+            self.doubled(on, x, got, "bucketed run")?;
         }
         Ok(Step::Checked)
     }
@@ -555,47 +1017,88 @@ impl<B: Backend> Machine<'_, B> {
                 );
             }
         }
-        for (k, stream) in self.streams.iter().enumerate() {
-            let Some(expected) = self.model.capturing_expected(k) else {
-                continue;
-            };
-            let now = self.b.is_capturing(stream).ctx("is_capturing")?;
+        for (on, b) in self.bs.iter().enumerate() {
+            for (k, stream) in self.streams[on].iter().enumerate() {
+                let Some(expected) = self.model.capturing_expected(on, k) else {
+                    continue;
+                };
+                let now = b.is_capturing(stream).ctx("is_capturing")?;
+                ensure!(
+                    now == expected,
+                    "instance {on}, stream {k}: is_capturing() is {now}, the model says \
+                     {expected}"
+                );
+            }
             ensure!(
-                now == expected,
-                "stream {k}: is_capturing() is {now}, the model says {expected}"
+                b.current_stream() == self.streams[on][self.model.current[on]],
+                "instance {on}: current_stream() is not the stream last made current"
             );
         }
-        ensure!(
-            self.b.current_stream() == self.streams[self.model.current],
-            "current_stream() is not the stream last made current"
-        );
+        if let (Some(loader), Some((_, loaded))) =
+            (&self.utilities.loader, &self.model.utilities.loader)
+        {
+            for (stage, lens) in loaded.iter().enumerate() {
+                let stage_id = [Stage::Training, Stage::Validation][stage];
+                let held: Vec<usize> = loader
+                    .buffers(stage_id)
+                    .iter()
+                    .map(|inputs| inputs[0].len())
+                    .collect();
+                ensure!(
+                    held == *lens,
+                    "the loader holds microbatches of lengths {held:?} for stage {stage_id}, \
+                     the model says {lens:?}"
+                );
+            }
+        }
+        if let (Some(cache), Some((_, captured))) =
+            (&self.utilities.bucketed, &self.model.utilities.bucketed)
+        {
+            let held = cache.captured_buckets();
+            ensure!(
+                held.iter().copied().eq(captured.iter().copied()),
+                "the bucketed cache captured {held:?}, the model says {captured:?}"
+            );
+        }
         Ok(())
     }
 }
 
-/// Runs one sequence on `b` (whose streams are `streams`, stream 0 the default one), checking
-/// every call, then tears everything down and checks that nothing captures and the memory is
-/// back to what it was.
+/// Runs one sequence on the instances `bs` (whose streams are `streams[i]`, stream 0 the
+/// default one), checking every call, then tears everything down and checks that nothing
+/// captures and each instance's memory is back to what it was.
 pub(super) fn run_sequence<B: Backend>(
-    b: &B,
-    streams: &[B::Stream],
+    bs: &[B],
+    streams: &[Vec<B::Stream>],
     dir: &Path,
     actions: &[Action],
     counters: &Counters,
 ) -> CaseResult {
-    let baseline = b.memory_stats();
-    let previous = b
-        .set_current_stream(&streams[0])
-        .ctx("set_current_stream")?;
+    let baselines: Vec<_> = bs.iter().map(|b| b.memory_stats()).collect();
+    let mut previous = Vec::new();
+    for (b, streams) in bs.iter().zip(streams) {
+        previous.push(
+            b.set_current_stream(&streams[0])
+                .ctx("set_current_stream")?,
+        );
+    }
     let mut machine = Machine {
-        b,
+        bs,
         streams,
         dir,
-        model: Model::new(b.capabilities().uncapturable_default_stream),
+        model: Model::new(bs[0].capabilities().uncapturable_default_stream),
         graphs: (0..GRAPHS).map(|_| None).collect(),
-        buffers: (0..BUFFERS).map(|_| None).collect(),
+        utilities: Utilities {
+            graphed: None,
+            loader: None,
+            bucketed: None,
+        },
+        buffers: (0..BUFFERS).map(|_| Arc::new(Mutex::new(None))).collect(),
         handles: vec![None; HANDLES],
         seen_handles: HashSet::new(),
+        host_runs: Arc::new(AtomicUsize::new(0)),
+        host_runs_launched: 0,
+        counters,
     };
     let mut outcome = Ok(());
     for (n, &action) in actions.iter().enumerate() {
@@ -606,7 +1109,7 @@ pub(super) fn run_sequence<B: Backend>(
         }));
         let fail = |message: String| Err(format!("call {n} {action:?}: {message}"));
         match result {
-            Ok(Ok(step)) => counters.count(step),
+            Ok(Ok(step)) => counters.count(&action, step),
             Ok(Err(message)) => {
                 outcome = fail(message);
                 break;
@@ -620,29 +1123,47 @@ pub(super) fn run_sequence<B: Backend>(
             }
         }
     }
-    // Tear down: graphs first (aborting captures), then buffers.
-    let _ = b.set_current_stream(&streams[0]);
-    let teardown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(machine)));
-    let restored = b.set_current_stream(&previous);
+    // Tear down: graphs first (aborting captures), then the utilities, then the buffers —
+    // taken out of their slots, which retired host callbacks may still share.
+    for (b, streams) in bs.iter().zip(streams) {
+        let _ = b.set_current_stream(&streams[0]);
+    }
+    let teardown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let buffers = std::mem::take(&mut machine.buffers);
+        drop(machine);
+        for slot in &buffers {
+            drop(lock(slot).take());
+        }
+    }));
+    let restored: Vec<_> = bs
+        .iter()
+        .zip(&previous)
+        .map(|(b, s)| b.set_current_stream(s))
+        .collect();
     outcome?;
-    restored.ctx("set_current_stream back")?;
+    for r in restored {
+        r.ctx("set_current_stream back")?;
+    }
     if let Err(payload) = teardown {
         return Err(format!(
-            "dropping the sequence's graphs and buffers panicked: {}",
+            "dropping the sequence's graphs, utilities and buffers panicked: {}",
             crate::report::panic_message(&*payload)
         ));
     }
-    for (k, stream) in streams.iter().enumerate() {
+    for (on, (b, baseline)) in bs.iter().zip(&baselines).enumerate() {
+        for (k, stream) in streams[on].iter().enumerate() {
+            ensure!(
+                !b.is_capturing(stream).ctx("is_capturing")?,
+                "instance {on}, stream {k} is still capturing after every graph was dropped"
+            );
+        }
+        let after = b.memory_stats();
         ensure!(
-            !b.is_capturing(stream).ctx("is_capturing")?,
-            "stream {k} is still capturing after every graph was dropped"
+            after == *baseline,
+            "instance {on}: memory leaked by the sequence: before {baseline:?}, after \
+             everything dropped {after:?}"
         );
     }
-    let after = b.memory_stats();
-    ensure!(
-        after == baseline,
-        "memory leaked by the sequence: before {baseline:?}, after everything dropped {after:?}"
-    );
     counters.sequence_done();
     Ok(())
 }
