@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs the CUDA binaries staged by scripts/device/bundle-cuda.sh on the GPU machine: the
-# conformance suite, the capture-semantics probe, the examples, the PyTorch comparison, the
-# benchmark and the soak. Logs go to $OUT (default ./device-logs); the exit status is non-zero
-# if any step failed.
+# conformance suite at full size (drop-then-replay 1000 times, 10,000 buffer-lifetime programs
+# per contract in child processes, the stress at 8 threads x 1000 cycles per mode, PyTorch's
+# reset-recapture with 1000 replays), the capture-semantics probe, the examples, the PyTorch
+# comparison, the benchmark, the soak and the reliability checks (last: its sticky-fault check
+# ruins its own process's context). Logs go to $OUT (default ./device-logs); the exit status is
+# non-zero if any step failed.
 #
 #   bash scripts/device/run-cuda.sh [soak_replays]
 set -uo pipefail
@@ -28,7 +31,7 @@ step() { # step NAME LOGFILE COMMAND...
   shift 2
   echo "=== $name: $*" | tee -a "$OUT/$log"
   local t0=$SECONDS
-  timeout 240 "$@" >>"$OUT/$log" 2>&1
+  timeout 480 "$@" >>"$OUT/$log" 2>&1
   local rc=$?
   echo "=== $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$OUT/$log"
   [[ $rc -eq 0 ]] || FAILED+=("$name")
@@ -36,6 +39,8 @@ step() { # step NAME LOGFILE COMMAND...
 
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } | tee "$OUT/summary.txt"
 
+export ACCEL_GRAPH_CONFORMANCE_REPETITIONS=1000 ACCEL_GRAPH_CONFORMANCE_LIFETIMES=10000 \
+    ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES=1000 ACCEL_GRAPH_TORCH_REPLAYS=1000
 step conformance conformance.log "$B/test-conformance"
 step unavailable examples.log "$B/test-unavailable"
 step capture_probe probe.log "$B/capture_probe"
@@ -44,12 +49,15 @@ step debug_dump examples.log "$B/debug_dump" "$OUT/cuda_graph.dot"
 step torch_graphs bench.log env PYTHONUNBUFFERED=1 python3 "$B/torch_graphs.py" "$OUT/torch_results.txt"
 step bench bench.log "$B/bench" "$OUT/torch_results.txt"
 step soak soak.log "$B/soak" "$SOAK_REPLAYS"
+step reliability reliability.log "$B/reliability"
 
 {
   grep -h "^test result\|\.\.\. FAILED" "$OUT/conformance.log"
   grep -h "^bench:" "$OUT/bench.log"
   grep -h "^torch:" "$OUT/bench.log"
   grep -h "^soak:" "$OUT/soak.log"
+  grep -h "^reliability:" "$OUT/reliability.log"
+  grep -h "lifetimes (\|stress:" "$OUT/conformance.log"
   grep -h "OK$\|skipped" "$OUT/examples.log"
   echo "failed steps: ${FAILED[*]:-none}"
 } | tee -a "$OUT/summary.txt"
