@@ -65,10 +65,8 @@ pub fn add_one_replayed<B: Backend>(backend: &B, n: usize, replays: usize) -> Re
     let x = backend.alloc_from(&vec![0.0; n])?;
     let stream = backend.new_stream()?;
     let mut graph = backend.graph(GraphOptions::new())?;
-    {
-        let _current = backend.use_stream(&stream); // `with stream:`
-        graph.capture(|| backend.add_scalar(&x, 1.0))??; // `with graph: x += 1`
-    }
+    // `with stream, graph: x += 1` (the capture is discarded if the body fails).
+    backend.capture_on(&stream, &mut graph, || backend.add_scalar(&x, 1.0))?;
     debug_assert_eq!(graph.state(), GraphState::Ready);
     let after_capture = backend.download(&x)?;
     let mut after_replays = Vec::with_capacity(replays);
@@ -103,11 +101,11 @@ pub fn replay_matches_eager<B: Backend>(
         backend.add_scalar(y, 1.0)
     };
     let stream = backend.new_stream()?;
-    let _current = backend.use_stream(&stream);
+    let _current = backend.use_stream(&stream)?;
 
     let (x, y) = (backend.alloc_from(&init)?, backend.alloc_from(&init)?);
     let mut graph = backend.graph(GraphOptions::new())?;
-    graph.try_capture(|| step(&y, &x))?;
+    graph.capture(|| step(&y, &x))?;
     for _ in 0..steps {
         graph.replay()?;
     }

@@ -62,7 +62,7 @@ impl BackendJob for Bench {
             "nodes", "capture ns/node", "replay ns/node", "eager ns/op", "eager/replay"
         );
         let stream = backend.new_stream()?;
-        let _current = backend.use_stream(&stream);
+        let _current = backend.use_stream(&stream)?;
         let x = backend.alloc_from(&[1.0])?;
         let y = backend.alloc_from(&[0.0])?;
         for &nodes in &self.sizes {
@@ -72,7 +72,7 @@ impl BackendJob for Bench {
             for _ in 0..self.reps {
                 let mut graph = backend.graph(GraphOptions::new())?;
                 let t = Instant::now();
-                graph.try_capture(|| issue(backend, &x, &y, nodes))?;
+                graph.capture(|| issue(backend, &x, &y, nodes))?;
                 capture.push(t.elapsed());
 
                 graph.replay()?; // warm-up

@@ -27,10 +27,10 @@ impl BackendJob for Dump {
         let x = backend.alloc_from(&[1.0; 256])?;
         let y = backend.alloc_from(&[2.0; 256])?;
         let stream = backend.new_stream()?;
-        let _current = backend.use_stream(&stream);
+        let _current = backend.use_stream(&stream)?;
         let mut graph = backend.graph(GraphOptions::new())?;
         graph.enable_debug_mode();
-        graph.try_capture(|| {
+        graph.capture(|| {
             backend.add_scalar(&x, 1.0)?;
             backend.axpy(&y, 0.5, &x)?;
             backend.scale(&y, 2.0)?;
