@@ -30,7 +30,7 @@ fn api_mode(mode: sys::CUstreamCaptureMode) -> CaptureErrorMode {
 impl DriverCapture for CudaDevice {
     type Graph = CuGraph;
 
-    fn begin_capture(&self, stream: &CuStream, mode: CaptureErrorMode) -> DriverResult<()> {
+    unsafe fn begin_capture(&self, stream: &CuStream, mode: CaptureErrorMode) -> DriverResult<()> {
         // SAFETY: the stream is alive (the handle holds it).
         check(
             unsafe { sys::cuStreamBeginCapture_v2(stream.cu_stream(), cuda_mode(mode)) },
@@ -38,7 +38,7 @@ impl DriverCapture for CudaDevice {
         )
     }
 
-    fn end_capture(&self, stream: &CuStream) -> DriverResult<CuGraph> {
+    unsafe fn end_capture(&self, stream: &CuStream) -> DriverResult<CuGraph> {
         let mut graph = ptr::null_mut();
         // Raw `sys` rather than cudarc's `result::stream::end_capture`, which drops a graph
         // the driver returns alongside an error: it is ours to destroy.

@@ -53,7 +53,7 @@ impl DriverEvents for CudaDevice {
         })
     }
 
-    fn record_event(&self, event: &CuEvent, stream: &CuStream) -> DriverResult<()> {
+    unsafe fn record_event(&self, event: &CuEvent, stream: &CuStream) -> DriverResult<()> {
         let flags = if event.external && Self::stream_capturing(stream)? {
             // A node of its own in the graph, recorded by every replay.
             sys::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32
@@ -67,7 +67,7 @@ impl DriverEvents for CudaDevice {
         )
     }
 
-    fn wait_event(&self, stream: &CuStream, event: &CuEvent) -> DriverResult<()> {
+    unsafe fn wait_event(&self, stream: &CuStream, event: &CuEvent) -> DriverResult<()> {
         let flags = if event.external && Self::stream_capturing(stream)? {
             sys::CUevent_wait_flags::CU_EVENT_WAIT_EXTERNAL as u32
         } else {

@@ -106,7 +106,7 @@ impl DriverGraphs for CudaDevice {
     }
 
     #[inline]
-    fn launch_exec(&self, exec: &CuGraphExec, stream: &CuStream) -> DriverResult<()> {
+    unsafe fn launch_exec(&self, exec: &CuGraphExec, stream: &CuStream) -> DriverResult<()> {
         // SAFETY: live executable and stream.
         check(
             unsafe { sys::cuGraphLaunch(exec.exec, stream.cu_stream()) },

@@ -33,9 +33,9 @@ impl DriverMemory for CudaDevice {
         Ok(CuBlock { ptr })
     }
 
-    fn free(&self, block: CuBlock) -> DriverResult<()> {
-        // SAFETY: the block came from `malloc` in this context and is freed exactly once (the
-        // driver layer hands each block back once).
+    unsafe fn free(&self, block: CuBlock) -> DriverResult<()> {
+        // SAFETY: by this method's contract the block came from `malloc` in this context, is
+        // freed exactly once, and no buffer, graph or queued work uses it any more.
         unsafe { result::free_sync(block.ptr) }.map_err(|e| from_cudarc(e, "cuMemFree"))
     }
 
@@ -43,12 +43,12 @@ impl DriverMemory for CudaDevice {
         block.ptr
     }
 
-    fn upload(&self, dst: &CuBlock, src: &[u8], stream: &CuStream) -> DriverResult<()> {
+    unsafe fn upload(&self, dst: &CuBlock, src: &[u8], stream: &CuStream) -> DriverResult<()> {
         if src.is_empty() {
             return Ok(());
         }
-        // SAFETY: `dst` holds at least `src.len()` bytes (the driver layer checks lengths) and
-        // `src` outlives the synchronization below.
+        // SAFETY: `dst` is live and holds at least `src.len()` bytes (this method's contract),
+        // and `src` outlives the synchronization below.
         let rc = unsafe {
             sys::cuMemcpyHtoDAsync_v2(dst.ptr, src.as_ptr().cast(), src.len(), stream.cu_stream())
         };
@@ -60,12 +60,17 @@ impl DriverMemory for CudaDevice {
         )
     }
 
-    fn download(&self, src: &CuBlock, dst: &mut [u8], stream: &CuStream) -> DriverResult<()> {
+    unsafe fn download(
+        &self,
+        src: &CuBlock,
+        dst: &mut [u8],
+        stream: &CuStream,
+    ) -> DriverResult<()> {
         if dst.is_empty() {
             return Ok(());
         }
-        // SAFETY: `src` holds at least `dst.len()` bytes and `dst` outlives the
-        // synchronization below.
+        // SAFETY: `src` is live and holds at least `dst.len()` bytes (this method's contract),
+        // and `dst` outlives the synchronization below.
         let rc = unsafe {
             sys::cuMemcpyDtoHAsync_v2(
                 dst.as_mut_ptr().cast(),

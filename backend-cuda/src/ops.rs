@@ -216,7 +216,7 @@ unsafe fn launch(
 }
 
 impl DriverOps for CudaDevice {
-    fn launch_op(
+    unsafe fn launch_op(
         &self,
         op: PortableOp<Region<'_, CuBlock>>,
         stream: &CuStream,
@@ -227,14 +227,16 @@ impl DriverOps for CudaDevice {
         let input_ptr = input.map_or(0, |x| x.block.device_ptr());
         match lowering(&op) {
             Lowering::Memset => {
-                // SAFETY: the block holds `len` 32-bit elements.
+                // SAFETY: the block is live and holds `len` 32-bit elements (this method's
+                // contract).
                 let rc = unsafe {
                     sys::cuMemsetD32Async(out.block.device_ptr(), scalar.to_bits(), out.len, s)
                 };
                 check(rc, "cuMemsetD32Async")
             }
             Lowering::Memcpy => {
-                // SAFETY: both blocks hold `len` elements (lengths are checked).
+                // SAFETY: both blocks are live and hold `len` elements (this method's
+                // contract: regions lie inside their blocks, operand lengths are equal).
                 let rc = unsafe {
                     sys::cuMemcpyDtoDAsync_v2(
                         out.block.device_ptr(),
@@ -246,8 +248,8 @@ impl DriverOps for CudaDevice {
                 check(rc, "cuMemcpyDtoDAsync")
             }
             Lowering::Kernel(row) => {
-                // SAFETY: the operands hold `out.len` elements: the driver layer checks
-                // lengths, and regions lie inside their blocks.
+                // SAFETY: the operands are live and hold `out.len` elements (this method's
+                // contract: regions lie inside their blocks, operand lengths are equal).
                 unsafe {
                     launch(
                         self.kernels.functions[row],

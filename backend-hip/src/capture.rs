@@ -42,7 +42,7 @@ pub(crate) fn relaxed<T>(f: impl FnOnce() -> T) -> T {
 impl DriverCapture for HipDevice {
     type Graph = HGraph;
 
-    fn begin_capture(&self, stream: &HStream, mode: CaptureErrorMode) -> DriverResult<()> {
+    unsafe fn begin_capture(&self, stream: &HStream, mode: CaptureErrorMode) -> DriverResult<()> {
         // SAFETY: the stream is alive (the handle holds it).
         check(
             unsafe { ffi::hipStreamBeginCapture(stream.raw(), hip_mode(mode)) },
@@ -50,7 +50,7 @@ impl DriverCapture for HipDevice {
         )
     }
 
-    fn end_capture(&self, stream: &HStream) -> DriverResult<HGraph> {
+    unsafe fn end_capture(&self, stream: &HStream) -> DriverResult<HGraph> {
         let mut graph = std::ptr::null_mut();
         // SAFETY: ends the capture on its own stream; `graph` is a local out-parameter.
         let err = unsafe { ffi::hipStreamEndCapture(stream.raw(), &mut graph) };

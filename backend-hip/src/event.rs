@@ -60,7 +60,7 @@ impl DriverEvents for HipDevice {
         })
     }
 
-    fn record_event(&self, event: &HEvent, stream: &HStream) -> DriverResult<()> {
+    unsafe fn record_event(&self, event: &HEvent, stream: &HStream) -> DriverResult<()> {
         // An external record is a node of its own in the graph, recorded by every replay. The
         // flag exists only where `hipEventRecordWithFlags` does (not in ROCm 5.2), and is
         // meant for capturing streams only, as CUDA's: elsewhere the record is a plain one.
@@ -80,7 +80,7 @@ impl DriverEvents for HipDevice {
         )
     }
 
-    fn wait_event(&self, stream: &HStream, event: &HEvent) -> DriverResult<()> {
+    unsafe fn wait_event(&self, stream: &HStream, event: &HEvent) -> DriverResult<()> {
         // Flags 0: ROCm 5.2 accepts no other, so an external wait is a plain wait (a
         // dependency edge in a capture, not a node).
         // SAFETY: event and stream are alive.

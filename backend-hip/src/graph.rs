@@ -103,7 +103,7 @@ impl DriverGraphs for HipDevice {
     }
 
     #[inline]
-    fn launch_exec(&self, exec: &HGraphExec, stream: &HStream) -> DriverResult<()> {
+    unsafe fn launch_exec(&self, exec: &HGraphExec, stream: &HStream) -> DriverResult<()> {
         // SAFETY: live executable and stream.
         check(
             unsafe { ffi::hipGraphLaunch(exec.raw, stream.raw()) },

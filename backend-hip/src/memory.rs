@@ -37,9 +37,9 @@ impl DriverMemory for HipDevice {
         Ok(HBlock { ptr })
     }
 
-    fn free(&self, block: HBlock) -> DriverResult<()> {
-        // SAFETY: the block came from `malloc` and is freed exactly once (the driver layer
-        // hands each block back once).
+    unsafe fn free(&self, block: HBlock) -> DriverResult<()> {
+        // SAFETY: by this method's contract the block came from `malloc`, is freed exactly
+        // once, and no buffer, graph or queued work uses it any more.
         check(unsafe { ffi::hipFree(block.ptr) }, "hipFree")
     }
 
@@ -47,12 +47,12 @@ impl DriverMemory for HipDevice {
         block.ptr as u64
     }
 
-    fn upload(&self, dst: &HBlock, src: &[u8], stream: &HStream) -> DriverResult<()> {
+    unsafe fn upload(&self, dst: &HBlock, src: &[u8], stream: &HStream) -> DriverResult<()> {
         if src.is_empty() {
             return Ok(());
         }
-        // SAFETY: `dst` holds at least `src.len()` bytes (the driver layer checks lengths) and
-        // `src` outlives the synchronization below.
+        // SAFETY: `dst` is live and holds at least `src.len()` bytes (this method's contract),
+        // and `src` outlives the synchronization below.
         let err = unsafe {
             ffi::hipMemcpyAsync(
                 dst.ptr,
@@ -70,12 +70,12 @@ impl DriverMemory for HipDevice {
         )
     }
 
-    fn download(&self, src: &HBlock, dst: &mut [u8], stream: &HStream) -> DriverResult<()> {
+    unsafe fn download(&self, src: &HBlock, dst: &mut [u8], stream: &HStream) -> DriverResult<()> {
         if dst.is_empty() {
             return Ok(());
         }
-        // SAFETY: `src` holds at least `dst.len()` bytes and `dst` outlives the
-        // synchronization below.
+        // SAFETY: `src` is live and holds at least `dst.len()` bytes (this method's contract),
+        // and `dst` outlives the synchronization below.
         let err = unsafe {
             ffi::hipMemcpyAsync(
                 dst.as_mut_ptr().cast(),

@@ -319,14 +319,18 @@ const NO_HOST_FUNC: &str = "host_callback: this HIP runtime exports no hipLaunch
     5.2 lacks it; hipStreamAddCallback cannot be captured)";
 
 impl DriverOps for HipDevice {
-    fn launch_op(&self, op: PortableOp<Region<'_, HBlock>>, stream: &HStream) -> DriverResult<()> {
+    unsafe fn launch_op(
+        &self,
+        op: PortableOp<Region<'_, HBlock>>,
+        stream: &HStream,
+    ) -> DriverResult<()> {
         let scalar = op.scalar();
         let (out, input) = op.operands();
         let input_ptr = input.map_or(std::ptr::null_mut(), |x| x.block.device_ptr());
         match lowering(&op) {
             Lowering::Memset => {
-                // SAFETY: the block holds `len` 32-bit elements; the pattern is the value's
-                // bits.
+                // SAFETY: the block is live and holds `len` 32-bit elements (this method's
+                // contract); the pattern is the value's bits.
                 let err = unsafe {
                     ffi::hipMemsetD32Async(
                         out.block.device_ptr(),
@@ -338,7 +342,8 @@ impl DriverOps for HipDevice {
                 check(err, "hipMemsetD32Async")
             }
             Lowering::Memcpy => {
-                // SAFETY: both blocks hold `len` elements (lengths are checked).
+                // SAFETY: both blocks are live and hold `len` elements (this method's
+                // contract: regions lie inside their blocks, operand lengths are equal).
                 let err = unsafe {
                     ffi::hipMemcpyAsync(
                         out.block.device_ptr(),
@@ -357,8 +362,8 @@ impl DriverOps for HipDevice {
                         &format!("{} has no loaded kernel", op.name()),
                     ));
                 };
-                // SAFETY: the operands hold `out.len` elements: the driver layer checks
-                // lengths, and regions lie inside their blocks.
+                // SAFETY: the operands are live and hold `out.len` elements (this method's
+                // contract: regions lie inside their blocks, operand lengths are equal).
                 unsafe {
                     launch(
                         f,

@@ -142,10 +142,10 @@ impl DriverEvents for HipDevice {
     fn create_event(&self, _: EventOptions) -> DriverResult<HEvent> {
         match self.never {}
     }
-    fn record_event(&self, event: &HEvent, _: &HStream) -> DriverResult<()> {
+    unsafe fn record_event(&self, event: &HEvent, _: &HStream) -> DriverResult<()> {
         match event.never {}
     }
-    fn wait_event(&self, _: &HStream, _: &HEvent) -> DriverResult<()> {
+    unsafe fn wait_event(&self, _: &HStream, _: &HEvent) -> DriverResult<()> {
         match self.never {}
     }
     fn event_synchronize(&self, _: &HEvent) -> DriverResult<()> {
@@ -164,26 +164,26 @@ impl DriverMemory for HipDevice {
     fn malloc(&self, _: usize) -> DriverResult<HBlock> {
         match self.never {}
     }
-    fn free(&self, _: HBlock) -> DriverResult<()> {
+    unsafe fn free(&self, _: HBlock) -> DriverResult<()> {
         match self.never {}
     }
     fn block_address(&self, block: &HBlock) -> u64 {
         match block.never {}
     }
-    fn upload(&self, _: &HBlock, _: &[u8], _: &HStream) -> DriverResult<()> {
+    unsafe fn upload(&self, _: &HBlock, _: &[u8], _: &HStream) -> DriverResult<()> {
         match self.never {}
     }
-    fn download(&self, _: &HBlock, _: &mut [u8], _: &HStream) -> DriverResult<()> {
+    unsafe fn download(&self, _: &HBlock, _: &mut [u8], _: &HStream) -> DriverResult<()> {
         match self.never {}
     }
 }
 
 impl DriverCapture for HipDevice {
     type Graph = HGraph;
-    fn begin_capture(&self, _: &HStream, _: CaptureErrorMode) -> DriverResult<()> {
+    unsafe fn begin_capture(&self, _: &HStream, _: CaptureErrorMode) -> DriverResult<()> {
         match self.never {}
     }
-    fn end_capture(&self, _: &HStream) -> DriverResult<HGraph> {
+    unsafe fn end_capture(&self, _: &HStream) -> DriverResult<HGraph> {
         match self.never {}
     }
     fn exchange_capture_mode(&self, _: CaptureErrorMode) -> DriverResult<CaptureErrorMode> {
@@ -199,7 +199,7 @@ impl DriverGraphs for HipDevice {
     fn upload_exec(&self, exec: &HGraphExec, _: &HStream) -> DriverResult<()> {
         match exec.never {}
     }
-    fn launch_exec(&self, _: &HGraphExec, _: &HStream) -> DriverResult<()> {
+    unsafe fn launch_exec(&self, _: &HGraphExec, _: &HStream) -> DriverResult<()> {
         match self.never {}
     }
     fn node_count(&self, _: &HGraph) -> DriverResult<usize> {
@@ -214,7 +214,7 @@ impl DriverGraphs for HipDevice {
 }
 
 impl DriverOps for HipDevice {
-    fn launch_op(&self, _: PortableOp<Region<'_, HBlock>>, _: &HStream) -> DriverResult<()> {
+    unsafe fn launch_op(&self, _: PortableOp<Region<'_, HBlock>>, _: &HStream) -> DriverResult<()> {
         match self.never {}
     }
     unsafe fn launch_host(&self, _: &HStream, _: HostFn, _: *mut c_void) -> DriverResult<()> {

@@ -8,7 +8,7 @@ use crate::{MockDevice, graph::MockRawGraph, stream::MockStreamState};
 impl DriverCapture for MockDevice {
     type Graph = MockRawGraph;
 
-    fn begin_capture(
+    unsafe fn begin_capture(
         &self,
         stream: &std::sync::Arc<MockStreamState>,
         _mode: CaptureErrorMode,
@@ -17,7 +17,10 @@ impl DriverCapture for MockDevice {
         self.capture.begin(stream.index())
     }
 
-    fn end_capture(&self, stream: &std::sync::Arc<MockStreamState>) -> DriverResult<MockRawGraph> {
+    unsafe fn end_capture(
+        &self,
+        stream: &std::sync::Arc<MockStreamState>,
+    ) -> DriverResult<MockRawGraph> {
         self.alive()?;
         Ok(MockRawGraph {
             nodes: self.capture.end(stream.index())?,

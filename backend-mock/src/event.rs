@@ -65,7 +65,7 @@ impl DriverEvents for MockDevice {
         }))
     }
 
-    fn record_event(
+    unsafe fn record_event(
         &self,
         event: &Arc<MockEventState>,
         stream: &Arc<MockStreamState>,
@@ -84,7 +84,7 @@ impl DriverEvents for MockDevice {
         self.issue(stream, MockCommand::RecordEvent(Arc::clone(event)))
     }
 
-    fn wait_event(
+    unsafe fn wait_event(
         &self,
         stream: &Arc<MockStreamState>,
         event: &Arc<MockEventState>,

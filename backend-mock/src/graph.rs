@@ -89,7 +89,7 @@ impl DriverGraphs for MockDevice {
         self.alive()
     }
 
-    fn launch_exec(
+    unsafe fn launch_exec(
         &self,
         exec: &MockExecutable,
         stream: &Arc<MockStreamState>,

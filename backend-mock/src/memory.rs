@@ -176,7 +176,7 @@ impl DriverMemory for MockDevice {
         self.memory.allocate(bytes)
     }
 
-    fn free(&self, block: Arc<MockBlock>) -> DriverResult<()> {
+    unsafe fn free(&self, block: Arc<MockBlock>) -> DriverResult<()> {
         // CUDA permits no runtime call inside a host function: the free fails and the memory
         // stays allocated for good. Model that, so a test sees it if it ever happens.
         if crate::ops::HostFunctionRuns::active() {
@@ -201,7 +201,7 @@ impl DriverMemory for MockDevice {
         block.address
     }
 
-    fn upload(
+    unsafe fn upload(
         &self,
         dst: &Arc<MockBlock>,
         src: &[u8],
@@ -215,7 +215,7 @@ impl DriverMemory for MockDevice {
         Ok(())
     }
 
-    fn download(
+    unsafe fn download(
         &self,
         src: &Arc<MockBlock>,
         dst: &mut [u8],

@@ -229,7 +229,7 @@ impl MockDevice {
 }
 
 impl DriverOps for MockDevice {
-    fn launch_op(
+    unsafe fn launch_op(
         &self,
         op: PortableOp<Region<'_, Arc<MockBlock>>>,
         stream: &Arc<MockStreamState>,

@@ -108,11 +108,12 @@ fn raw_work_on_a_dropped_buffer_is_dangling() -> Result<()> {
                 len: x.len(),
             },
         };
-        b.driver()
-            .launch_op(raw, s.raw())
-            .map_err(|e| GraphError::Unsupported {
-                what: format!("raw launch failed: {e:?}"),
-            })
+        // SAFETY: the test deliberately issues untracked work on the capturing stream (the
+        // capture does not keep the block alive) so that the mock's sanitizer can catch the
+        // replay that touches freed memory; the mock checks every access, so no UB happens.
+        unsafe { b.driver().launch_op(raw, s.raw()) }.map_err(|e| GraphError::Unsupported {
+            what: format!("raw launch failed: {e:?}"),
+        })
     })?;
     g.replay()?;
     assert_eq!(b.download(&y)?, vec![1.0; 4]);
@@ -166,11 +167,12 @@ fn a_buffer_a_host_node_drops_is_freed_after_the_callback_and_raw_work_on_it_is_
                 len: x.len(),
             },
         };
-        b.driver()
-            .launch_op(raw, s.raw())
-            .map_err(|e| GraphError::Unsupported {
-                what: format!("raw launch failed: {e:?}"),
-            })
+        // SAFETY: the test deliberately issues untracked work on the capturing stream (the
+        // capture does not keep the block alive) so that the mock's sanitizer can catch the
+        // replay that touches freed memory; the mock checks every access, so no UB happens.
+        unsafe { b.driver().launch_op(raw, s.raw()) }.map_err(|e| GraphError::Unsupported {
+            what: format!("raw launch failed: {e:?}"),
+        })
     })?;
     assert!(
         !y_block.is_released(),

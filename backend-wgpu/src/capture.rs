@@ -9,11 +9,15 @@ use crate::{WgpuDevice, graph::WgpuRawGraph, stream::WgpuStreamState};
 impl DriverCapture for WgpuDevice {
     type Graph = WgpuRawGraph;
 
-    fn begin_capture(&self, stream: &WgpuStreamState, _mode: CaptureErrorMode) -> DriverResult<()> {
+    unsafe fn begin_capture(
+        &self,
+        stream: &WgpuStreamState,
+        _mode: CaptureErrorMode,
+    ) -> DriverResult<()> {
         self.capture.begin(stream.key())
     }
 
-    fn end_capture(&self, stream: &WgpuStreamState) -> DriverResult<WgpuRawGraph> {
+    unsafe fn end_capture(&self, stream: &WgpuStreamState) -> DriverResult<WgpuRawGraph> {
         Ok(WgpuRawGraph::new(self.capture.end(stream.key())?))
     }
 

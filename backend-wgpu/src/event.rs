@@ -92,7 +92,7 @@ impl DriverEvents for WgpuDevice {
         }))
     }
 
-    fn record_event(
+    unsafe fn record_event(
         &self,
         event: &Arc<WgpuEventState>,
         stream: &WgpuStreamState,
@@ -109,7 +109,7 @@ impl DriverEvents for WgpuDevice {
         self.issue(stream, Command::RecordEvent(Arc::clone(event)))
     }
 
-    fn wait_event(
+    unsafe fn wait_event(
         &self,
         stream: &WgpuStreamState,
         event: &Arc<WgpuEventState>,

@@ -116,7 +116,11 @@ impl DriverGraphs for WgpuDevice {
         Ok(())
     }
 
-    fn launch_exec(&self, exec: &WgpuExecutable, stream: &WgpuStreamState) -> DriverResult<()> {
+    unsafe fn launch_exec(
+        &self,
+        exec: &WgpuExecutable,
+        stream: &WgpuStreamState,
+    ) -> DriverResult<()> {
         for step in &exec.steps {
             match step {
                 Step::Gpu(commands) => self.submit_run(stream, commands),

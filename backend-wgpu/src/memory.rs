@@ -114,7 +114,7 @@ impl DriverMemory for WgpuDevice {
         Ok(WgpuBlock { buffer, address })
     }
 
-    fn free(&self, block: WgpuBlock) -> DriverResult<()> {
+    unsafe fn free(&self, block: WgpuBlock) -> DriverResult<()> {
         // Dropping the handle, not `destroy()`: wgpu keeps the buffer until submitted work
         // and the bind groups of resolved commands no longer use it. The driver layer already
         // keeps a graph's blocks until the graph is reset.
@@ -129,7 +129,12 @@ impl DriverMemory for WgpuDevice {
     /// wgpu stages the bytes at once, so `src` is free on return; the empty submit puts the
     /// write in the queue's order right now, ahead of any later work of any stream, which is
     /// all a wait would add (the queue is in order), so it does not wait.
-    fn upload(&self, dst: &WgpuBlock, src: &[u8], stream: &WgpuStreamState) -> DriverResult<()> {
+    unsafe fn upload(
+        &self,
+        dst: &WgpuBlock,
+        src: &[u8],
+        stream: &WgpuStreamState,
+    ) -> DriverResult<()> {
         if src.is_empty() {
             return Ok(());
         }
@@ -141,7 +146,7 @@ impl DriverMemory for WgpuDevice {
         Ok(())
     }
 
-    fn download(
+    unsafe fn download(
         &self,
         src: &WgpuBlock,
         dst: &mut [u8],

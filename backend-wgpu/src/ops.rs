@@ -91,7 +91,7 @@ impl WgpuDevice {
 }
 
 impl DriverOps for WgpuDevice {
-    fn launch_op(
+    unsafe fn launch_op(
         &self,
         op: PortableOp<Region<'_, WgpuBlock>>,
         stream: &WgpuStreamState,

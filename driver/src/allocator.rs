@@ -58,7 +58,14 @@ impl<D: Driver> RawAllocator for DriverAllocator<D> {
         deferred.fetch_add(bytes, Ordering::AcqRel);
         self.domain.free(move || {
             deferred.fetch_sub(bytes, Ordering::AcqRel);
-            let freed = driver.bind().and_then(|()| driver.free(block));
+            let freed = driver.bind().and_then(|()| {
+                // SAFETY: the pools release a block once, when its last allocation handle is
+                // gone: no buffer holds it, no graph holds it (captures keep a hold on every
+                // block they touch), and pending frees wait for the streams that used it. The
+                // block came from this driver's `malloc` (`allocate` above), and the free gate
+                // ran this closure only while no capture of the domain runs.
+                unsafe { driver.free(block) }
+            });
             if let Err(e) = freed {
                 tracing::warn!(backend = D::KIND.name(), error = %e, "freeing device memory failed");
             }

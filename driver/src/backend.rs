@@ -150,7 +150,12 @@ impl<D: Driver> PortableOps for DriverBackend<D> {
                 len: b.len(),
             });
             shared.check(
-                shared.driver.launch_op(regions, &stream.inner.raw),
+                // SAFETY: the regions come from live `DriverBuffer`s of this instance (owned,
+                // checked above) whose lengths the op checked, and a buffer's length fits its
+                // block; if the stream captures, its capture entry keeps the blocks (above)
+                // and hands them to the graph, which holds them while its executables can
+                // launch.
+                unsafe { shared.driver.launch_op(regions, &stream.inner.raw) },
                 CallSite::op(op.name()),
             )
         })
@@ -250,6 +255,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
             raw,
             instance: shared.id,
             options,
+            recorded_in: Default::default(),
         })
     }
 
@@ -258,11 +264,16 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let shared = &self.shared;
         shared.bind()?;
         shared.current.with(|stream| {
-            Self::valid_capture(stream)?;
+            let capture = Self::valid_capture(stream)?;
             shared.check(
-                shared.driver.record_event(&event.raw, &stream.inner.raw),
+                // SAFETY: through this layer a wait on the event forks a stream into the
+                // capture only in `wait_event` below, which joins the stream to the capture's
+                // entry first (a raw wait on `event.raw()` is `unsafe`, its caller's to track).
+                unsafe { shared.driver.record_event(&event.raw, &stream.inner.raw) },
                 CallSite::op("record_event"),
-            )
+            )?;
+            event.set_recorded_in(capture.as_ref());
+            Ok(())
         })
     }
 
@@ -272,25 +283,45 @@ impl<D: Driver> Backend for DriverBackend<D> {
         shared.bind()?;
         let stream = shared.current.get();
         let joined_before = Self::valid_capture(&stream)?.is_some();
-        shared.check(
-            shared.driver.wait_event(&stream.inner.raw, &event.raw),
+        // A wait on an event recorded in a capture forks the stream into that capture (an
+        // external event is a node of its graph instead). The stream joins *before* the
+        // driver's wait, so an op another thread issues on it meanwhile is kept alive too.
+        let forked = if joined_before || event.options.external {
+            None
+        } else {
+            event
+                .recorded_in()
+                .filter(|entry| entry.join(&stream.inner))
+        };
+        let waited = shared.check(
+            // SAFETY: a stream this wait forks into a capture has joined that capture's entry
+            // above (membership recorded), so the ops this layer issues on it are kept alive
+            // by the capture's graph.
+            unsafe { shared.driver.wait_event(&stream.inner.raw, &event.raw) },
             CallSite::op("wait_event"),
-        )?;
+        );
+        if let Err(e) = waited {
+            if let Some(entry) = &forked {
+                stream.inner.leave_capture(entry);
+            }
+            return Err(e);
+        }
         if !joined_before
+            && forked.is_none()
             && let Some(id) = shared.check(
                 shared.driver.capture_id(&stream.inner.raw),
                 CallSite::op("wait_event"),
             )?
         {
-            // The wait forked the stream into a capture: find ours and join it, so the work
-            // issued on this stream is kept alive by that capture's graph.
+            // The driver says the wait forked the stream into a capture this layer did not
+            // see the event recorded in: join it now.
             let entry = shared
                 .captures()
                 .iter()
                 .find(|c| c.driver_id() == Some(id))
                 .cloned();
             if let Some(entry) = entry {
-                entry.join(&stream.inner);
+                let _ = entry.join(&stream.inner);
             }
         }
         Ok(())
@@ -404,9 +435,13 @@ impl<D: Driver> Backend for DriverBackend<D> {
         self.blocking_call("upload", &stream)?;
         shared.bind()?;
         shared.check(
-            shared
-                .driver
-                .upload(dst.block(), bytemuck::cast_slice(src), &stream.inner.raw),
+            // SAFETY: `dst` is a live buffer of this instance, so its block is allocated, and
+            // `src` has `dst.len()` elements (checked above): its bytes fit the block.
+            unsafe {
+                shared
+                    .driver
+                    .upload(dst.block(), bytemuck::cast_slice(src), &stream.inner.raw)
+            },
             CallSite::unsafe_call("upload"),
         )?;
         self.after_wait()
@@ -420,11 +455,15 @@ impl<D: Driver> Backend for DriverBackend<D> {
         shared.bind()?;
         let mut out = vec![0f32; src.len()];
         shared.check(
-            shared.driver.download(
-                src.block(),
-                bytemuck::cast_slice_mut(&mut out),
-                &stream.inner.raw,
-            ),
+            // SAFETY: `src` is a live buffer of this instance, so its block is allocated, and
+            // `out` has `src.len()` elements: its bytes fit the block.
+            unsafe {
+                shared.driver.download(
+                    src.block(),
+                    bytemuck::cast_slice_mut(&mut out),
+                    &stream.inner.raw,
+                )
+            },
             CallSite::unsafe_call("download"),
         )?;
         self.after_wait()?;

@@ -12,7 +12,7 @@ use std::{
     ffi::c_void,
     sync::{
         Arc, Mutex, MutexGuard, OnceLock, Weak,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
 };
 
@@ -64,6 +64,8 @@ pub(crate) struct CaptureEntry<D: Driver> {
     pub(crate) graph: u64,
     /// Streams whose current capture is this one (the origin first).
     members: Mutex<Vec<Weak<StreamInner<D>>>>,
+    /// Set (under `members`' lock) when the capture ends: no stream may join it any more.
+    closed: AtomicBool,
     keep: Mutex<KeepAlive<D>>,
     host_nodes: AtomicUsize,
 }
@@ -76,6 +78,7 @@ impl<D: Driver> CaptureEntry<D> {
             record,
             graph,
             members: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
             keep: Mutex::new(KeepAlive::default()),
             host_nodes: AtomicUsize::new(0),
         })
@@ -118,19 +121,25 @@ impl<D: Driver> CaptureEntry<D> {
         self.host_nodes.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Makes `stream` take part in this capture.
-    pub(crate) fn join(self: &Arc<Self>, stream: &Arc<StreamInner<D>>) {
+    /// Makes `stream` take part in this capture; false (and nothing done) once it ended.
+    pub(crate) fn join(self: &Arc<Self>, stream: &Arc<StreamInner<D>>) -> bool {
+        let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
         stream.set_capture(Some(Arc::clone(self)));
-        self.members
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::downgrade(stream));
+        members.push(Arc::downgrade(stream));
+        true
     }
 
     /// Ends the capture's membership: no stream takes part in it any more. Returns what the
     /// graph must keep alive.
     pub(crate) fn close(self: &Arc<Self>) -> KeepAlive<D> {
-        let members = std::mem::take(&mut *self.members.lock().unwrap_or_else(|e| e.into_inner()));
+        let members = {
+            let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+            self.closed.store(true, Ordering::Release);
+            std::mem::take(&mut *members)
+        };
         for stream in members.iter().filter_map(Weak::upgrade) {
             stream.leave_capture(self);
         }

@@ -1,16 +1,22 @@
 //! `DriverEvent`: an event of one backend instance.
 
-use std::fmt;
+use std::{
+    fmt,
+    sync::{Arc, Mutex, Weak},
+};
 
 use accel_graph_api::EventOptions;
 
-use crate::Driver;
+use crate::{Driver, capture::CaptureEntry};
 
 /// An event of a driver-based backend.
 pub struct DriverEvent<D: Driver> {
     pub(crate) raw: D::Event,
     pub(crate) instance: u64,
     pub(crate) options: EventOptions,
+    /// The capture its last record was made in (a wait on it forks the waiting stream into
+    /// that capture).
+    pub(crate) recorded_in: Mutex<Weak<CaptureEntry<D>>>,
 }
 
 impl<D: Driver> DriverEvent<D> {
@@ -22,6 +28,19 @@ impl<D: Driver> DriverEvent<D> {
     /// How the event was made.
     pub fn options(&self) -> EventOptions {
         self.options
+    }
+
+    pub(crate) fn set_recorded_in(&self, capture: Option<&Arc<CaptureEntry<D>>>) {
+        *self.recorded_in.lock().unwrap_or_else(|e| e.into_inner()) =
+            capture.map_or_else(Weak::new, Arc::downgrade);
+    }
+
+    /// The capture the event was last recorded in, if that capture is still going on.
+    pub(crate) fn recorded_in(&self) -> Option<Arc<CaptureEntry<D>>> {
+        self.recorded_in
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade()
     }
 }
 

@@ -110,11 +110,14 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         let record = shared.domain.rules.begin(mode);
         let entry = CaptureEntry::new(pool, record, self.serial);
         // Joined before the driver begins, so work another thread issues on the stream in
-        // between is kept alive too.
-        entry.join(&stream.inner);
+        // between is kept alive too. (A new entry is open: the join cannot be refused.)
+        let _ = entry.join(&stream.inner);
         let begun = shared.bind().and_then(|()| {
             shared.check(
-                shared.driver.begin_capture(&stream.inner.raw, mode),
+                // SAFETY: this is the driver layer beginning its own capture: the domain
+                // counts it (`capture_starting` above: frees are gated) and the stream joined
+                // the capture's entry, so the ops issued on it are kept alive.
+                unsafe { shared.driver.begin_capture(&stream.inner.raw, mode) },
                 CallSite::op("capture_begin"),
             )
         });
@@ -126,14 +129,19 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
                 Ok(Some(id)) => Ok(id),
                 Ok(None) => {
                     // Begun but not reported active: end it again so nothing stays capturing.
-                    let _ = shared.driver.end_capture(&stream.inner.raw);
+                    // SAFETY: ends the capture begun just above, whose books (the domain's
+                    // count, the entry and the stream's membership) are closed right after
+                    // (`entry.close()`, `capture_ended()`); the graph is dropped unlaunched.
+                    let _ = unsafe { shared.driver.end_capture(&stream.inner.raw) };
                     Err(GraphError::CaptureInvalidated {
                         reason: "the driver reported no capture right after beginning one"
                             .to_owned(),
                     })
                 }
                 Err(e) => {
-                    let _ = shared.driver.end_capture(&stream.inner.raw);
+                    // SAFETY: as above: ends the capture begun just above, whose books are
+                    // closed right after; the graph is dropped unlaunched.
+                    let _ = unsafe { shared.driver.end_capture(&stream.inner.raw) };
                     Err(e)
                 }
             }
@@ -172,7 +180,11 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         let shared = Arc::clone(&self.shared);
         let ended = shared.bind().and_then(|()| {
             shared.check(
-                shared.driver.end_capture(&capturing.stream.inner.raw),
+                // SAFETY: ends the capture this graph began (`self.capture` held it);
+                // `finish_capture` below closes its books (membership, domain count, rules),
+                // and the entry's kept blocks move to this graph, which holds them while the
+                // raw graph and its executables live.
+                unsafe { shared.driver.end_capture(&capturing.stream.inner.raw) },
                 CallSite::op("capture_end"),
             )
         });
@@ -245,7 +257,10 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
                 });
             }
             shared.check(
-                shared.driver.launch_exec(exec, &stream.inner.raw),
+                // SAFETY: the executable belongs to this graph, which holds the blocks its
+                // capture touched and its host callbacks' data until it is reset or dropped
+                // (`&mut self` here); the stream was just checked not to be capturing.
+                unsafe { shared.driver.launch_exec(exec, &stream.inner.raw) },
                 CallSite::op("replay"),
             )
         })?;
@@ -264,7 +279,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             // Aborts the capture. Errors are ignored: the capture is discarded either way (the
             // driver ends it even when it answers "wrong thread" to a reset from elsewhere).
             let _ = self.shared.driver.bind();
-            let _ = self.shared.driver.end_capture(&capturing.stream.inner.raw);
+            // SAFETY: aborts the capture this graph began; `finish_capture` right after
+            // closes its books, and the raw graph returned is dropped unlaunched.
+            let _ = unsafe { self.shared.driver.end_capture(&capturing.stream.inner.raw) };
             self.finish_capture(&capturing);
         }
         self.drop_objects();

@@ -32,6 +32,10 @@
 //! captures through the backend's API (`capture_begin`, `wait_event`): a stream forked into a
 //! capture through raw handles is not known to be capturing, so ops issued on it would not be
 //! kept alive. The backends mark the raw accessors that make this possible `unsafe`.
+//! Likewise, the driver API's methods that can break the layer's invariants (freeing,
+//! copying and launching on raw blocks, beginning and ending captures, recording and waiting
+//! on events, launching executables) are `unsafe`, each with a `# Safety` section;
+//! [`DriverBackend::driver()`] stays safe because every such method is unsafe to call.
 #![deny(missing_docs)]
 
 mod allocator;

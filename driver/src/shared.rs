@@ -212,8 +212,11 @@ impl<D: Driver> Shared<D> {
                         .driver
                         .create_event(accel_graph_api::EventOptions::new())
                         .and_then(|event| {
-                            self.driver
-                                .record_event(&event, &stream.inner.raw)
+                            // SAFETY: the event is private to this pending free and only
+                            // ever queried, so no stream waits on it and none can be forked
+                            // through it into a capture (nor is the stream capturing: checked
+                            // above).
+                            unsafe { self.driver.record_event(&event, &stream.inner.raw) }
                                 .map(|()| event)
                         });
                     match recorded {

@@ -1,6 +1,6 @@
 //! # accel-graph-utils
 //!
-//! The tools PyTorch users reach for, generic over [`Backend`]: the patterns large training and
+//! The tools PyTorch users reach for, generic over [`Backend`](accel_graph_api::Backend): the patterns large training and
 //! inference stacks build on top of CUDA graphs, written once for every backend (re-exported by
 //! the facade as `accel_graph::utils`).
 //!
@@ -11,7 +11,8 @@
 //! | [`shared_capture_stream`], [`shared_graph_pool`], [`graph_pool`] | Megatron-Core `get_shared_capture_stream`, `get_shared_graph_pool`, `get_graph_pool(use_single_mempool)` |
 //! | [`BucketedGraphCache`], [`CaptureSizes`] | vLLM's capture sizes: one graph per batch-size bucket, inputs padded up to the nearest captured size, eager beyond the largest |
 //!
-//! Everything goes through the [`Backend`] and [`AcceleratorGraph`] API only, so it runs on every backend; the
+//! Everything goes through the [`Backend`](accel_graph_api::Backend) and
+//! [`AcceleratorGraph`](accel_graph_api::AcceleratorGraph) API only, so it runs on every backend; the
 //! examples use the mock.
 //!
 //! ```

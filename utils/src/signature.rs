@@ -80,7 +80,7 @@ impl fmt::Display for StepSignature {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SignaturePolicy {
-    /// Fail with [`crate::GraphError::ArgumentMismatch`]; the graph stays as captured. The
+    /// Fail with [`GraphError::ArgumentMismatch`](accel_graph_api::GraphError::ArgumentMismatch); the graph stays as captured. The
     /// default: a silent recapture can hide a shape bug and grows memory use.
     #[default]
     Error,

@@ -1,7 +1,7 @@
 //! The buffer-lifetime differential test: random programs of legal actions — buffers
 //! allocated and dropped (inside captures too), graphs captured, replayed, reset, recaptured and
 //! dropped, pools shared through handles and `pool()` — run on a backend and on one reference
-//! model ([`model`]), compared value for value, with the rules the device must keep when it
+//! model (`model.rs`), compared value for value, with the rules the device must keep when it
 //! hands memory out, and memory back to where it started at the end.
 //!
 //! Two contracts ([`Contract`]): PyTorch's (a plain buffer a live graph uses is never dropped;

@@ -17,10 +17,21 @@ pub trait DriverEvents: DriverStreams {
     fn create_event(&self, options: EventOptions) -> DriverResult<Self::Event>;
 
     /// Records `event` on `stream`.
-    fn record_event(&self, event: &Self::Event, stream: &Self::Stream) -> DriverResult<()>;
+    ///
+    /// # Safety
+    /// A record on a capturing stream makes `event` a way into that capture: a stream that
+    /// later waits on it is forked into the capture. The caller must make the driver layer
+    /// aware of every such fork (the waiting stream's membership in the capture), else the
+    /// ops issued on the forked stream are not kept alive.
+    unsafe fn record_event(&self, event: &Self::Event, stream: &Self::Stream) -> DriverResult<()>;
 
     /// Makes `stream` wait for `event`.
-    fn wait_event(&self, stream: &Self::Stream, event: &Self::Event) -> DriverResult<()>;
+    ///
+    /// # Safety
+    /// A wait on an event recorded in a capture forks `stream` into that capture. The caller
+    /// must make the driver layer aware of it (the stream's membership in the capture), else
+    /// the ops issued on `stream` afterwards are not kept alive by the capture's graph.
+    unsafe fn wait_event(&self, stream: &Self::Stream, event: &Self::Event) -> DriverResult<()>;
 
     /// Blocks until `event` completes.
     fn event_synchronize(&self, event: &Self::Event) -> DriverResult<()>;

@@ -19,7 +19,12 @@ pub trait DriverGraphs: DriverCapture {
     fn upload_exec(&self, exec: &Self::Exec, stream: &Self::Stream) -> DriverResult<()>;
 
     /// Launches the executable graph on `stream`.
-    fn launch_exec(&self, exec: &Self::Exec, stream: &Self::Stream) -> DriverResult<()>;
+    ///
+    /// # Safety
+    /// The memory the executable's capture touches and the data of its host callbacks must be
+    /// alive (the graph that owns the executable holds them), and `stream` must not be
+    /// capturing.
+    unsafe fn launch_exec(&self, exec: &Self::Exec, stream: &Self::Stream) -> DriverResult<()>;
 
     /// Number of nodes of a captured graph.
     fn node_count(&self, graph: &Self::Graph) -> DriverResult<usize>;

@@ -16,18 +16,36 @@ pub trait DriverMemory: DriverStreams {
     fn malloc(&self, bytes: usize) -> DriverResult<Self::Block>;
 
     /// Frees a block.
-    fn free(&self, block: Self::Block) -> DriverResult<()>;
+    ///
+    /// # Safety
+    /// `block` must have come from this driver's [`malloc`](Self::malloc) and must be freed
+    /// only once, and nothing may use it any more: no buffer, no graph (captured or
+    /// executable) and no work still queued on any stream.
+    unsafe fn free(&self, block: Self::Block) -> DriverResult<()>;
 
     /// The block's device address.
     fn block_address(&self, block: &Self::Block) -> u64;
 
     /// Copies `src` into the first `src.len()` bytes of `dst` in `stream`'s order and waits
     /// for the copy.
-    fn upload(&self, dst: &Self::Block, src: &[u8], stream: &Self::Stream) -> DriverResult<()>;
+    ///
+    /// # Safety
+    /// `dst` must be live (allocated by this driver and not freed) and its first `src.len()`
+    /// bytes must lie inside it.
+    unsafe fn upload(
+        &self,
+        dst: &Self::Block,
+        src: &[u8],
+        stream: &Self::Stream,
+    ) -> DriverResult<()>;
 
     /// Copies the first `dst.len()` bytes of `src` to `dst` after `stream`'s work and waits
     /// for the copy.
-    fn download(
+    ///
+    /// # Safety
+    /// `src` must be live (allocated by this driver and not freed) and its first `dst.len()`
+    /// bytes must lie inside it.
+    unsafe fn download(
         &self,
         src: &Self::Block,
         dst: &mut [u8],

@@ -4,6 +4,12 @@
 //! (cudarc's `result` layer, HIP, wgpu, or a simulation); everything the API promises on top —
 //! PyTorch's graph semantics, pools, capture-mode rules, keep-alive of captured memory — is
 //! written once in this crate.
+//!
+//! The methods that can break the layer's invariants (use-after-free, an untracked capture,
+//! a stream forked into a capture behind the layer's back) are `unsafe`, each with a
+//! `# Safety` section saying what the caller guarantees; only the driver layer calls them.
+//! [`DriverBackend::driver()`](crate::DriverBackend::driver) stays safe because every such
+//! method is unsafe to call.
 
 mod capture;
 mod error;

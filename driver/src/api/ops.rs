@@ -28,9 +28,14 @@ pub type HostFn = unsafe extern "C" fn(*mut c_void);
 
 /// The kernels of the portable ops, and host functions.
 pub trait DriverOps: DriverMemory + DriverCapture {
-    /// Issues `op` on `stream` (run, or recorded if the stream is capturing). Operand lengths
-    /// are checked, and every region lies inside its block.
-    fn launch_op(
+    /// Issues `op` on `stream` (run, or recorded if the stream is capturing).
+    ///
+    /// # Safety
+    /// Every region's first `len` elements must lie inside its block, and the block must be
+    /// live; where the op reads two operands, their lengths must be equal. If `stream` is
+    /// capturing, the caller must keep the blocks alive as long as any executable made from
+    /// the capture can launch (the driver records the op, not a hold on its memory).
+    unsafe fn launch_op(
         &self,
         op: PortableOp<Region<'_, Self::Block>>,
         stream: &Self::Stream,
