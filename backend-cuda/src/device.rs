@@ -87,15 +87,9 @@ impl Driver for CudaDevice {
     const KIND: BackendKind = BackendKind::Cuda;
 
     fn capabilities(&self) -> Capabilities {
-        let mut caps = Capabilities::none(self.name.clone());
-        caps.native_graphs = true;
+        let mut caps = Capabilities::native_capture(self.name.clone());
         caps.host_callbacks = true;
-        caps.multi_stream_capture = true;
-        caps.uncapturable_default_stream = true;
-        caps.capture_modes_enforced = true;
         caps.graph_upload = true;
-        caps.native_work_capture = true;
-        caps.event_timing = true;
         caps
     }
 

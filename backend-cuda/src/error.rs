@@ -22,35 +22,15 @@ pub(crate) fn describe(code: CUresult) -> (String, String) {
     (name, message)
 }
 
-/// What kind of failure `code` is.
-fn class(code: CUresult) -> ErrorClass {
-    use CUresult as R;
-    match code {
-        R::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED | R::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT => {
-            ErrorClass::UnsafeDuringCapture
-        }
-        R::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED => ErrorClass::CaptureInvalidated,
-        R::CUDA_ERROR_STREAM_CAPTURE_UNJOINED => ErrorClass::CaptureUnjoined,
-        R::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD => ErrorClass::CaptureWrongThread,
-        R::CUDA_ERROR_OUT_OF_MEMORY => ErrorClass::OutOfMemory,
-        // Sticky errors: the context is corrupted and every later call returns them.
-        R::CUDA_ERROR_ILLEGAL_ADDRESS
-        | R::CUDA_ERROR_LAUNCH_FAILED
-        | R::CUDA_ERROR_HARDWARE_STACK_ERROR
-        | R::CUDA_ERROR_ILLEGAL_INSTRUCTION
-        | R::CUDA_ERROR_MISALIGNED_ADDRESS
-        | R::CUDA_ERROR_INVALID_ADDRESS_SPACE
-        | R::CUDA_ERROR_INVALID_PC
-        | R::CUDA_ERROR_ASSERT
-        | R::CUDA_ERROR_ECC_UNCORRECTABLE => ErrorClass::DeviceFault,
-        _ => ErrorClass::Other,
-    }
-}
-
 /// The [`DriverError`] of a failed `call`.
 pub(crate) fn error(code: CUresult, call: &str) -> DriverError {
     let (name, message) = describe(code);
-    DriverError::code(class(code), code as i64, name, format!("{call}: {message}"))
+    DriverError::code(
+        ErrorClass::of_name(&name),
+        code as i64,
+        name,
+        format!("{call}: {message}"),
+    )
 }
 
 /// `Ok` for `CUDA_SUCCESS`, else the error of `call`.

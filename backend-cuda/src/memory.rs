@@ -1,13 +1,13 @@
 //! CUDA device memory: `cuMemAlloc`/`cuMemFree` blocks and the blocking host copies (cudarc's
 //! `result` layer).
 
-use accel_graph_driver::{DriverResult, api::DriverMemory};
+use accel_graph_driver::{
+    DriverResult,
+    api::{DriverMemory, DriverStreams},
+};
 use cudarc::driver::{result, sys};
 
-use crate::{
-    CuStream, CudaDevice,
-    error::{check, from_cudarc},
-};
+use crate::{CuStream, CudaDevice, error::from_cudarc};
 
 /// A device allocation (the driver-level block behind a [`crate::CudaBuffer`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,20 +44,13 @@ impl DriverMemory for CudaDevice {
     }
 
     unsafe fn upload(&self, dst: &CuBlock, src: &[u8], stream: &CuStream) -> DriverResult<()> {
-        if src.is_empty() {
-            return Ok(());
+        if !src.is_empty() {
+            // SAFETY: `dst` is live and holds at least `src.len()` bytes (this method's
+            // contract), and `src` outlives the synchronization below.
+            unsafe { result::memcpy_htod_async(dst.ptr, src, stream.cu_stream()) }
+                .map_err(|e| from_cudarc(e, "cuMemcpyHtoDAsync"))?;
         }
-        // SAFETY: `dst` is live and holds at least `src.len()` bytes (this method's contract),
-        // and `src` outlives the synchronization below.
-        let rc = unsafe {
-            sys::cuMemcpyHtoDAsync_v2(dst.ptr, src.as_ptr().cast(), src.len(), stream.cu_stream())
-        };
-        check(rc, "cuMemcpyHtoDAsync")?;
-        // SAFETY: live stream.
-        check(
-            unsafe { sys::cuStreamSynchronize(stream.cu_stream()) },
-            "cuStreamSynchronize",
-        )
+        self.stream_synchronize(stream)
     }
 
     unsafe fn download(
@@ -66,24 +59,12 @@ impl DriverMemory for CudaDevice {
         dst: &mut [u8],
         stream: &CuStream,
     ) -> DriverResult<()> {
-        if dst.is_empty() {
-            return Ok(());
+        if !dst.is_empty() {
+            // SAFETY: `src` is live and holds at least `dst.len()` bytes (this method's
+            // contract), and `dst` outlives the synchronization below.
+            unsafe { result::memcpy_dtoh_async(dst, src.ptr, stream.cu_stream()) }
+                .map_err(|e| from_cudarc(e, "cuMemcpyDtoHAsync"))?;
         }
-        // SAFETY: `src` is live and holds at least `dst.len()` bytes (this method's contract),
-        // and `dst` outlives the synchronization below.
-        let rc = unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                dst.as_mut_ptr().cast(),
-                src.ptr,
-                dst.len(),
-                stream.cu_stream(),
-            )
-        };
-        check(rc, "cuMemcpyDtoHAsync")?;
-        // SAFETY: live stream.
-        check(
-            unsafe { sys::cuStreamSynchronize(stream.cu_stream()) },
-            "cuStreamSynchronize",
-        )
+        self.stream_synchronize(stream)
     }
 }

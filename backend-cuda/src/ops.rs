@@ -5,8 +5,8 @@
 //! `libnvrtc` on the user's machine), and because `mul.rn`/`add.rn` pin the rounding in the
 //! source itself: PTX never contracts an instruction with an explicit rounding mode into a
 //! fused multiply-add, so `axpy` rounds the product before the sum on every GPU, bit for bit
-//! like the other backends. A new element-wise op is one row of [`KERNELS`] and one arm of
-//! [`lowering`].
+//! like the other backends. A new element-wise op is one row of [`KERNELS`]: ops find their
+//! kernel by name ([`Lowering::of`]).
 
 use std::{
     ffi::{CString, c_void},
@@ -18,16 +18,15 @@ use accel_graph_api::PortableOp;
 use accel_graph_driver::{
     DriverResult,
     api::{DriverOps, HostFn, Region},
+    native::{BLOCK, ElementArgs, Lowering, grid},
 };
 use cudarc::driver::{result, sys};
 
 use crate::{
     CuBlock, CuStream, CudaDevice,
+    capture::MODES,
     error::{check, from_cudarc},
 };
-
-/// Threads per block of every kernel launch.
-const BLOCK: u32 = 256;
 
 /// One element-wise kernel: every thread `i < n` loads `y[i]` into `%f2` (and `x[i]` into
 /// `%f3` when it reads `x`), the scalar is in `%f1`, and `body` leaves the new `y[i]` in `%f4`
@@ -56,26 +55,6 @@ const KERNELS: [Kernel; 3] = [
         body: "mul.rn.f32 %f5, %f1, %f3;\n\tadd.rn.f32 %f4, %f2, %f5;",
     },
 ];
-
-/// How an op runs on CUDA.
-enum Lowering {
-    /// `cuMemsetD32Async` of the scalar's bits.
-    Memset,
-    /// `cuMemcpyDtoDAsync` from the read operand.
-    Memcpy,
-    /// The kernel of this row of [`KERNELS`].
-    Kernel(usize),
-}
-
-fn lowering<T>(op: &PortableOp<T>) -> Lowering {
-    match op {
-        PortableOp::Fill { .. } => Lowering::Memset,
-        PortableOp::Copy { .. } => Lowering::Memcpy,
-        PortableOp::AddScalar { .. } => Lowering::Kernel(0),
-        PortableOp::Scale { .. } => Lowering::Kernel(1),
-        PortableOp::Axpy { .. } => Lowering::Kernel(2),
-    }
-}
 
 /// The PTX module of every kernel (ISA 6.0, `sm_50` and newer; the driver JIT-compiles it for
 /// the device at load). Entry points are named `accel_graph_<op>`.
@@ -134,15 +113,7 @@ impl Kernels {
     /// stream of its own, and waits for that stream only — a device-wide synchronization would
     /// break every capture in progress.
     pub(crate) fn load() -> DriverResult<Self> {
-        let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-        // SAFETY: exchanges this thread's mode with a local; restored below.
-        let exchanged = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
-        let loaded = Self::load_relaxed();
-        if exchanged == sys::CUresult::CUDA_SUCCESS {
-            // SAFETY: puts the previous mode back.
-            unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
-        }
-        loaded
+        MODES.relaxed(Self::load_relaxed)
     }
 
     fn load_relaxed() -> DriverResult<Self> {
@@ -199,20 +170,21 @@ unsafe fn launch(
     n: usize,
     stream: sys::CUstream,
 ) -> DriverResult<()> {
-    // A grid of at least one block, so that an empty op still launches (and is captured), and
-    // within the limit of the grid's x dimension for any realistic buffer.
-    let grid = n.div_ceil(BLOCK as usize).clamp(1, i32::MAX as usize) as u32;
-    let (mut y, mut a, mut x, mut n) = (y, a, x, n as u64);
-    let mut args = [
-        (&raw mut y).cast::<c_void>(),
-        (&raw mut a).cast::<c_void>(),
-        (&raw mut x).cast::<c_void>(),
-        (&raw mut n).cast::<c_void>(),
-    ];
-    // SAFETY: the arguments match `(u64 y, f32 a, u64 x, u64 n)`; the caller guarantees the
-    // memory.
-    unsafe { result::launch_kernel(f, (grid, 1, 1), (BLOCK, 1, 1), 0, stream, &mut args) }
-        .map_err(|e| from_cudarc(e, "cuLaunchKernel"))
+    let grid = grid(n)?;
+    let mut args = ElementArgs::new(y, a, x, n);
+    // SAFETY: the arguments match `(u64 y, f32 a, u64 x, u64 n)` and outlive the call; the
+    // caller guarantees the memory.
+    unsafe {
+        result::launch_kernel(
+            f,
+            (grid, 1, 1),
+            (BLOCK, 1, 1),
+            0,
+            stream,
+            &mut args.pointers(),
+        )
+    }
+    .map_err(|e| from_cudarc(e, "cuLaunchKernel"))
 }
 
 impl DriverOps for CudaDevice {
@@ -225,7 +197,7 @@ impl DriverOps for CudaDevice {
         let scalar = op.scalar();
         let (out, input) = op.operands();
         let input_ptr = input.map_or(0, |x| x.block.device_ptr());
-        match lowering(&op) {
+        match Lowering::of(&op, KERNELS.iter().map(|k| k.op))? {
             Lowering::Memset => {
                 // SAFETY: the block is live and holds `len` 32-bit elements (this method's
                 // contract).

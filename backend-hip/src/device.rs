@@ -117,17 +117,12 @@ impl Driver for HipDevice {
 
     fn capabilities(&self) -> Capabilities {
         let optional = ffi::optional();
-        let mut caps = Capabilities::none(self.name.clone());
-        caps.native_graphs = true;
+        // Capture modes count as enforced: the driver layer applies the rules to every call
+        // the backend makes, whatever the runtime does itself (see
+        // `runtime_refuses_capture_alloc`).
+        let mut caps = Capabilities::native_capture(self.name.clone());
         caps.host_callbacks = optional.launch_host_func.is_some();
-        caps.multi_stream_capture = true;
-        caps.uncapturable_default_stream = true;
-        // The driver layer applies the rules to every call the backend makes, whatever the
-        // runtime does itself (see `runtime_refuses_capture_alloc`).
-        caps.capture_modes_enforced = true;
         caps.graph_upload = optional.graph_upload.is_some();
-        caps.native_work_capture = true;
-        caps.event_timing = true;
         caps
     }
 

@@ -38,33 +38,13 @@ pub(crate) fn text_of(err: hipError_t) -> String {
         .into_owned()
 }
 
-/// What kind of failure `err` is.
-fn class(err: hipError_t) -> ErrorClass {
-    use hipError_t as E;
-    match err {
-        E::hipErrorStreamCaptureUnsupported | E::hipErrorStreamCaptureImplicit => {
-            ErrorClass::UnsafeDuringCapture
-        }
-        E::hipErrorStreamCaptureInvalidated => ErrorClass::CaptureInvalidated,
-        E::hipErrorStreamCaptureUnjoined => ErrorClass::CaptureUnjoined,
-        E::hipErrorStreamCaptureWrongThread => ErrorClass::CaptureWrongThread,
-        E::hipErrorOutOfMemory => ErrorClass::OutOfMemory,
-        // Sticky errors: the device's state is corrupted and later calls keep failing.
-        E::hipErrorIllegalAddress
-        | E::hipErrorLaunchFailure
-        | E::hipErrorLaunchTimeOut
-        | E::hipErrorAssert
-        | E::hipErrorECCNotCorrectable => ErrorClass::DeviceFault,
-        _ => ErrorClass::Other,
-    }
-}
-
 /// The [`DriverError`] of a failed `call`.
 pub(crate) fn error(err: hipError_t, call: &str) -> DriverError {
+    let name = name_of(err);
     DriverError::code(
-        class(err),
+        ErrorClass::of_name(&name),
         err as i64,
-        name_of(err),
+        name,
         format!("{call}: {}", text_of(err)),
     )
 }

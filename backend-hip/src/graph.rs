@@ -6,77 +6,12 @@ use std::{ffi::CString, path::Path};
 use accel_graph_api::{GraphError, GraphTopology};
 use accel_graph_driver::{DriverError, DriverResult, api::DriverGraphs};
 
-use crate::{
-    HStream, HipDevice,
-    capture::relaxed,
-    error::{check, name_of},
-    ffi,
-    topology::read_topology,
-};
+use crate::{HStream, HipDevice, capture::MODES, error::check, ffi, topology::read_topology};
 
-/// A captured graph (what [`accel_graph_api::Graph::raw_graph`] returns on HIP): destroyed
-/// on drop.
-#[derive(Debug)]
-pub struct HGraph {
-    raw: ffi::hipGraph_t,
-}
-
-// SAFETY: a hipGraph_t is a runtime handle usable from any thread; the driver layer uses a
-// graph from one thread at a time (`&mut` access through its graph object).
-unsafe impl Send for HGraph {}
-
-impl HGraph {
-    pub(crate) fn from_raw(raw: ffi::hipGraph_t) -> Self {
-        HGraph { raw }
-    }
-
-    /// The raw `hipGraph_t`, for inspection or edits before (re-)instantiation. Do not
-    /// destroy it.
-    pub fn raw(&self) -> ffi::hipGraph_t {
-        self.raw
-    }
-}
-
-impl Drop for HGraph {
-    fn drop(&mut self) {
-        if self.raw.is_null() {
-            return;
-        }
-        let raw = self.raw;
-        // SAFETY: the graph came from `hipStreamEndCapture` and is destroyed once.
-        let err = relaxed(|| unsafe { ffi::hipGraphDestroy(raw) });
-        if err != ffi::hipError_t::hipSuccess {
-            tracing::warn!(error = %name_of(err), "hipGraphDestroy failed");
-        }
-    }
-}
-
-/// An executable graph (what [`accel_graph_api::Graph::executable`] returns on HIP):
-/// destroyed on drop (the runtime defers the release past launches still running).
-#[derive(Debug)]
-pub struct HGraphExec {
-    raw: ffi::hipGraphExec_t,
-}
-
-// SAFETY: as for `HGraph`.
-unsafe impl Send for HGraphExec {}
-
-impl HGraphExec {
-    /// The raw `hipGraphExec_t`. Do not destroy it.
-    pub fn raw(&self) -> ffi::hipGraphExec_t {
-        self.raw
-    }
-}
-
-impl Drop for HGraphExec {
-    fn drop(&mut self) {
-        let raw = self.raw;
-        // SAFETY: made by `instantiate` and destroyed once.
-        let err = relaxed(|| unsafe { ffi::hipGraphExecDestroy(raw) });
-        if err != ffi::hipError_t::hipSuccess {
-            tracing::warn!(error = %name_of(err), "hipGraphExecDestroy failed");
-        }
-    }
+accel_graph_driver::native_graph_types! {
+    runtime: "HIP", succeeded: |err| err == ffi::hipError_t::hipSuccess, modes: MODES,
+    graph: HGraph(ffi::hipGraph_t), raw, ffi::hipGraphDestroy;
+    exec: HGraphExec(ffi::hipGraphExec_t), raw, ffi::hipGraphExecDestroy;
 }
 
 impl DriverGraphs for HipDevice {
@@ -89,7 +24,7 @@ impl DriverGraphs for HipDevice {
         // SAFETY: the graph is alive; `raw` is a local out-parameter.
         let err = unsafe { ffi::hipGraphInstantiateWithFlags(&mut raw, graph.raw, 0) };
         check(err, "hipGraphInstantiateWithFlags")?;
-        Ok(HGraphExec { raw })
+        Ok(HGraphExec::from_raw(raw))
     }
 
     fn upload_exec(&self, exec: &HGraphExec, stream: &HStream) -> DriverResult<()> {
@@ -102,21 +37,8 @@ impl DriverGraphs for HipDevice {
         check(unsafe { upload(exec.raw, stream.raw()) }, "hipGraphUpload")
     }
 
-    #[inline]
-    unsafe fn launch_exec(&self, exec: &HGraphExec, stream: &HStream) -> DriverResult<()> {
-        // SAFETY: live executable and stream.
-        check(
-            unsafe { ffi::hipGraphLaunch(exec.raw, stream.raw()) },
-            "hipGraphLaunch",
-        )
-    }
-
-    fn node_count(&self, graph: &HGraph) -> DriverResult<usize> {
-        let mut count = 0usize;
-        // SAFETY: counting query on a live graph (a null node array asks for the count only).
-        let err = unsafe { ffi::hipGraphGetNodes(graph.raw, std::ptr::null_mut(), &mut count) };
-        check(err, "hipGraphGetNodes")?;
-        Ok(count)
+    accel_graph_driver::native_launch_and_count! {
+        HStream => raw, check; launch: ffi::hipGraphLaunch, nodes: ffi::hipGraphGetNodes;
     }
 
     fn topology(&self, graph: &HGraph) -> DriverResult<GraphTopology> {

@@ -2,7 +2,10 @@
 
 use std::ffi::c_void;
 
-use accel_graph_driver::{DriverResult, api::DriverMemory};
+use accel_graph_driver::{
+    DriverResult,
+    api::{DriverMemory, DriverStreams},
+};
 
 use crate::{HStream, HipDevice, error::check, ffi};
 
@@ -48,48 +51,38 @@ impl DriverMemory for HipDevice {
     }
 
     unsafe fn upload(&self, dst: &HBlock, src: &[u8], stream: &HStream) -> DriverResult<()> {
-        if src.is_empty() {
-            return Ok(());
-        }
+        let kind = ffi::hipMemcpyKind::hipMemcpyHostToDevice;
         // SAFETY: `dst` is live and holds at least `src.len()` bytes (this method's contract),
-        // and `src` outlives the synchronization below.
-        let err = unsafe {
-            ffi::hipMemcpyAsync(
-                dst.ptr,
-                src.as_ptr().cast(),
-                src.len(),
-                ffi::hipMemcpyKind::hipMemcpyHostToDevice,
-                stream.raw(),
-            )
-        };
-        check(err, "hipMemcpyAsync")?;
-        // SAFETY: live stream.
-        check(
-            unsafe { ffi::hipStreamSynchronize(stream.raw()) },
-            "hipStreamSynchronize",
-        )
+        // and `src` outlives the synchronization in `copy_and_wait`.
+        unsafe { self.copy_and_wait(dst.ptr, src.as_ptr().cast(), src.len(), kind, stream) }
     }
 
     unsafe fn download(&self, src: &HBlock, dst: &mut [u8], stream: &HStream) -> DriverResult<()> {
-        if dst.is_empty() {
-            return Ok(());
-        }
+        let kind = ffi::hipMemcpyKind::hipMemcpyDeviceToHost;
         // SAFETY: `src` is live and holds at least `dst.len()` bytes (this method's contract),
-        // and `dst` outlives the synchronization below.
-        let err = unsafe {
-            ffi::hipMemcpyAsync(
-                dst.as_mut_ptr().cast(),
-                src.ptr,
-                dst.len(),
-                ffi::hipMemcpyKind::hipMemcpyDeviceToHost,
-                stream.raw(),
-            )
-        };
-        check(err, "hipMemcpyAsync")?;
-        // SAFETY: live stream.
-        check(
-            unsafe { ffi::hipStreamSynchronize(stream.raw()) },
-            "hipStreamSynchronize",
-        )
+        // and `dst` outlives the synchronization in `copy_and_wait`.
+        unsafe { self.copy_and_wait(dst.as_mut_ptr().cast(), src.ptr, dst.len(), kind, stream) }
+    }
+}
+
+impl HipDevice {
+    /// Copies `bytes` bytes in `stream`'s order and waits for the stream.
+    ///
+    /// # Safety
+    /// Both ranges are valid for `bytes` bytes until the wait returns.
+    unsafe fn copy_and_wait(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        bytes: usize,
+        kind: ffi::hipMemcpyKind,
+        stream: &HStream,
+    ) -> DriverResult<()> {
+        if bytes > 0 {
+            // SAFETY: the caller's contract.
+            let err = unsafe { ffi::hipMemcpyAsync(dst, src, bytes, kind, stream.raw()) };
+            check(err, "hipMemcpyAsync")?;
+        }
+        self.stream_synchronize(stream)
     }
 }

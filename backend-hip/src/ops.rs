@@ -5,8 +5,8 @@
 //! The kernels keep to the subset HIP and CUDA share (`blockIdx`, `blockDim`, `threadIdx`,
 //! `__fadd_rn`, `__fmul_rn`), so the HIP-on-CUDA shim compiles them unchanged. The intrinsics
 //! pin the rounding: no fused multiply-add, so `axpy` rounds the product before the sum, bit
-//! for bit like the other backends. A new element-wise op is one row of [`KERNELS`] and one
-//! arm of [`lowering`].
+//! for bit like the other backends. A new element-wise op is one row of [`KERNELS`]: ops find
+//! their kernel by name ([`Lowering::of`]).
 
 use std::{
     ffi::{CStr, CString, c_void},
@@ -18,17 +18,15 @@ use accel_graph_api::{GraphError, PortableOp, backend_kit::ErrorClass};
 use accel_graph_driver::{
     DriverError, DriverResult,
     api::{DriverOps, HostFn, Region},
+    native::{BLOCK, ElementArgs, Lowering, grid},
 };
 
 use crate::{
     HBlock, HStream, HipDevice,
-    capture::relaxed,
+    capture::MODES,
     error::{check, error},
     ffi,
 };
-
-/// Threads per block of every kernel launch.
-const BLOCK: u32 = 256;
 
 /// One element-wise kernel: every thread `i < n` sets `y[i]` to `expr`, which may read `y[i]`,
 /// the scalar `a` and `x[i]`.
@@ -53,26 +51,6 @@ const KERNELS: [Kernel; 3] = [
         expr: "__fadd_rn(y[i], __fmul_rn(a, x[i]))",
     },
 ];
-
-/// How an op runs on HIP.
-enum Lowering {
-    /// `hipMemsetD32Async` of the scalar's bits.
-    Memset,
-    /// `hipMemcpyAsync` device to device from the read operand.
-    Memcpy,
-    /// The kernel of this row of [`KERNELS`].
-    Kernel(usize),
-}
-
-fn lowering<T>(op: &PortableOp<T>) -> Lowering {
-    match op {
-        PortableOp::Fill { .. } => Lowering::Memset,
-        PortableOp::Copy { .. } => Lowering::Memcpy,
-        PortableOp::AddScalar { .. } => Lowering::Kernel(0),
-        PortableOp::Scale { .. } => Lowering::Kernel(1),
-        PortableOp::Axpy { .. } => Lowering::Kernel(2),
-    }
-}
 
 /// The HIP C++ source of every kernel of [`KERNELS`].
 fn portable_ops_source() -> &'static str {
@@ -215,7 +193,7 @@ impl Kernels {
     /// that everything is resident before any capture. All in relaxed capture mode: another
     /// instance's capture may be running, and none of this is its work.
     pub(crate) fn load(ordinal: usize) -> DriverResult<Self> {
-        relaxed(|| {
+        MODES.relaxed(|| {
             let code = code_object(ordinal)?;
             let mut module = std::ptr::null_mut();
             // SAFETY: `code` is a complete code object from hiprtc; `module` a local
@@ -263,7 +241,7 @@ impl Drop for Kernels {
         let module = self.module;
         // SAFETY: the module was loaded by `load` and is unloaded once; a failure (a runtime
         // already torn down at exit) leaves nothing to clean up.
-        let _ = relaxed(|| unsafe { ffi::hipModuleUnload(module) });
+        let _ = MODES.relaxed(|| unsafe { ffi::hipModuleUnload(module) });
     }
 }
 
@@ -279,21 +257,8 @@ unsafe fn launch(
     n: usize,
     stream: &HStream,
 ) -> DriverResult<()> {
-    // A grid of at least one block, so that an empty op still launches (and is captured).
-    let grid = n.div_ceil(BLOCK as usize).max(1);
-    let Some(grid) = u32::try_from(grid).ok().filter(|&g| g <= i32::MAX as u32) else {
-        return Err(error(
-            ffi::hipError_t::hipErrorInvalidValue,
-            &format!("hipModuleLaunchKernel ({n} elements exceed the grid's limit)"),
-        ));
-    };
-    let (mut y, mut a, mut x, mut n) = (y, a, x, n as u64);
-    let mut args = [
-        (&raw mut y).cast::<c_void>(),
-        (&raw mut a).cast::<c_void>(),
-        (&raw mut x).cast::<c_void>(),
-        (&raw mut n).cast::<c_void>(),
-    ];
+    let grid = grid(n)?;
+    let mut args = ElementArgs::new(y, a, x, n);
     // SAFETY: the arguments match `(float* y, float a, const float* x, unsigned long long n)`
     // and outlive the call; the caller guarantees the memory.
     let err = unsafe {
@@ -307,7 +272,7 @@ unsafe fn launch(
             1,
             0,
             stream.raw(),
-            args.as_mut_ptr(),
+            args.pointers().as_mut_ptr(),
             std::ptr::null_mut(),
         )
     };
@@ -327,7 +292,7 @@ impl DriverOps for HipDevice {
         let scalar = op.scalar();
         let (out, input) = op.operands();
         let input_ptr = input.map_or(std::ptr::null_mut(), |x| x.block.device_ptr());
-        match lowering(&op) {
+        match Lowering::of(&op, KERNELS.iter().map(|k| k.op))? {
             Lowering::Memset => {
                 // SAFETY: the block is live and holds `len` 32-bit elements (this method's
                 // contract); the pattern is the value's bits.
@@ -414,32 +379,5 @@ mod tests {
         }
         assert_eq!(source.matches("__global__").count(), KERNELS.len());
         assert!(!source.contains('\0'));
-    }
-
-    #[test]
-    fn every_kernel_op_has_a_row() {
-        let ops = [
-            PortableOp::AddScalar { x: (), c: 1.0 },
-            PortableOp::Scale { x: (), a: 1.0 },
-            PortableOp::Axpy {
-                y: (),
-                a: 1.0,
-                x: (),
-            },
-        ];
-        for op in ops {
-            match lowering(&op) {
-                Lowering::Kernel(row) => assert_eq!(KERNELS[row].op, op.name()),
-                _ => panic!("{} should be a kernel", op.name()),
-            }
-        }
-        assert!(matches!(
-            lowering(&PortableOp::Fill { x: (), value: 0.0 }),
-            Lowering::Memset
-        ));
-        assert!(matches!(
-            lowering(&PortableOp::Copy { dst: (), src: () }),
-            Lowering::Memcpy
-        ));
     }
 }

@@ -48,6 +48,7 @@ mod errors;
 mod event;
 mod graph;
 mod host;
+pub mod native;
 mod newtype;
 mod shared;
 pub mod software;
@@ -64,3 +65,6 @@ pub use stream::DriverStream;
 /// The API crate, for the macros.
 #[doc(hidden)]
 pub use accel_graph_api as __api;
+/// `tracing`, for the macros.
+#[doc(hidden)]
+pub use tracing as __tracing;

@@ -47,4 +47,20 @@ impl Capabilities {
             event_timing: false,
         }
     }
+
+    /// The capabilities of a device whose driver captures streams natively (CUDA, HIP):
+    /// native graphs of any work on the stream, fork/join across streams, an uncapturable
+    /// default stream, enforced capture modes and timing events. Host callbacks and graph
+    /// upload are the driver's to set.
+    pub fn native_capture(device_name: impl Into<String>) -> Self {
+        Capabilities {
+            native_graphs: true,
+            multi_stream_capture: true,
+            uncapturable_default_stream: true,
+            capture_modes_enforced: true,
+            native_work_capture: true,
+            event_timing: true,
+            ..Capabilities::none(device_name)
+        }
+    }
 }

@@ -26,6 +26,55 @@ pub enum ErrorClass {
     Other,
 }
 
+impl ErrorClass {
+    /// The class of a driver error by its symbolic name, for CUDA (`CUDA_ERROR_OUT_OF_MEMORY`),
+    /// the CUDA runtime (`cudaErrorMemoryAllocation`) and HIP (`hipErrorOutOfMemory`) alike:
+    /// the one table of the error kinds that get API variants of their own.
+    ///
+    /// ```
+    /// use accel_graph_api::backend_kit::ErrorClass;
+    /// assert_eq!(ErrorClass::of_name("CUDA_ERROR_ILLEGAL_ADDRESS"), ErrorClass::DeviceFault);
+    /// assert_eq!(ErrorClass::of_name("hipErrorIllegalAddress"), ErrorClass::DeviceFault);
+    /// assert_eq!(
+    ///     ErrorClass::of_name("hipErrorStreamCaptureImplicit"),
+    ///     ErrorClass::UnsafeDuringCapture
+    /// );
+    /// assert_eq!(ErrorClass::of_name("CUDA_ERROR_INVALID_VALUE"), ErrorClass::Other);
+    /// ```
+    pub fn of_name(name: &str) -> ErrorClass {
+        let bare = ["CUDA_ERROR_", "cudaError", "hipError"]
+            .iter()
+            .find_map(|prefix| name.strip_prefix(prefix))
+            .unwrap_or(name);
+        let key: String = bare
+            .chars()
+            .filter(|c| *c != '_')
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        match key.as_str() {
+            "streamcaptureunsupported" | "streamcaptureimplicit" => ErrorClass::UnsafeDuringCapture,
+            "streamcaptureinvalidated" => ErrorClass::CaptureInvalidated,
+            "streamcaptureunjoined" => ErrorClass::CaptureUnjoined,
+            "streamcapturewrongthread" => ErrorClass::CaptureWrongThread,
+            "outofmemory" | "memoryallocation" => ErrorClass::OutOfMemory,
+            // Sticky errors: the context is corrupted and every later call returns them.
+            "illegaladdress"
+            | "launchfailed"
+            | "launchfailure"
+            | "launchtimeout"
+            | "hardwarestackerror"
+            | "illegalinstruction"
+            | "misalignedaddress"
+            | "invalidaddressspace"
+            | "invalidpc"
+            | "assert"
+            | "eccuncorrectable"
+            | "eccnotcorrectable" => ErrorClass::DeviceFault,
+            _ => ErrorClass::Other,
+        }
+    }
+}
+
 /// A CUDA driver error a software backend reports where the CUDA driver would.
 ///
 /// ```
@@ -102,20 +151,7 @@ impl EmulatedCudaError {
 
     /// The class the driver layer maps it by.
     pub fn class(self) -> ErrorClass {
-        match self {
-            EmulatedCudaError::OutOfMemory => ErrorClass::OutOfMemory,
-            EmulatedCudaError::IllegalAddress => ErrorClass::DeviceFault,
-            EmulatedCudaError::CaptureUnsupported => ErrorClass::UnsafeDuringCapture,
-            EmulatedCudaError::CaptureInvalidated => ErrorClass::CaptureInvalidated,
-            EmulatedCudaError::CaptureUnjoined => ErrorClass::CaptureUnjoined,
-            EmulatedCudaError::InvalidValue
-            | EmulatedCudaError::IllegalState
-            | EmulatedCudaError::NotReady
-            | EmulatedCudaError::NotPermitted
-            | EmulatedCudaError::CaptureMerge
-            | EmulatedCudaError::CaptureIsolation
-            | EmulatedCudaError::CapturedEvent => ErrorClass::Other,
-        }
+        ErrorClass::of_name(self.name())
     }
 }
 
