@@ -102,6 +102,12 @@ impl<T> PortableOp<T> {
         }
     }
 
+    /// Whether the op reads the operand it writes (`add_scalar`, `scale`, `axpy` do; `fill`
+    /// and `copy` overwrite it).
+    pub fn reads_output(&self) -> bool {
+        !matches!(self, PortableOp::Fill { .. } | PortableOp::Copy { .. })
+    }
+
     /// The same op over references to its operands.
     pub fn as_ref(&self) -> PortableOp<&T> {
         match self {

@@ -153,17 +153,15 @@ impl Model {
             cells.resize(len, None);
         }
         for (i, cell) in cells[..len].iter_mut().enumerate() {
-            let x = input_cells.as_ref().map(|c| c[i]);
-            *cell = match op {
-                PortableOp::Fill { .. } => Some(op.element(0.0, 0.0)),
-                PortableOp::Copy { .. } => x.flatten(),
-                PortableOp::AddScalar { .. } | PortableOp::Scale { .. } => {
-                    cell.map(|o| op.element(o, 0.0))
-                }
-                PortableOp::Axpy { .. } => match (*cell, x.flatten()) {
-                    (Some(o), Some(x)) => Some(op.element(o, x)),
-                    _ => None,
-                },
+            // An element is known when everything the op reads of it is known.
+            let out = if op.reads_output() { *cell } else { Some(0.0) };
+            let input = match &input_cells {
+                Some(c) => c[i],
+                None => Some(0.0),
+            };
+            *cell = match (out, input) {
+                (Some(o), Some(x)) => Some(op.element(o, x)),
+                _ => None,
             };
         }
     }
