@@ -157,13 +157,14 @@ macro_rules! element_kernels {
         }
 
         /// WGSL source of the portable ops, for code that wants to build the same pipelines
-        /// itself (the benchmark's hand-built baseline). Entry points: `fill`, `add_scalar`,
-        /// `scale`, `axpy` and `axpy_self` (axpy of a buffer with itself).
+        /// itself (the benchmark's hand-built baseline). One entry point per element-wise op,
+        /// named after it (`fill`, `scale`, `axpy`, ...), and `<op>_self` for each op that
+        /// reads a second buffer, applied to one buffer twice (`axpy_self`).
         ///
         /// Bindings: `@group(0) @binding(0)` a uniform
         /// `Params { n: u32, a: f32, zero: u32, _pad: u32 }` (`zero` must be 0: it keeps
         /// `axpy`'s product from being fused into an FMA), `@binding(1)` the read-write
-        /// `y`, `@binding(2)` the read-only `x` (only `axpy`). Workgroups of
+        /// `y`, `@binding(2)` the read-only `x` (ops that read a second buffer). Workgroups of
         /// [`WORKGROUP_SIZE`](crate::WORKGROUP_SIZE) invocations; see
         /// [`dispatch_size`](crate::dispatch_size) for the grid.
         pub const PORTABLE_OPS_WGSL: &str = concat!(
