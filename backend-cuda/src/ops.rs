@@ -38,7 +38,7 @@ struct Kernel {
 }
 
 /// The kernels, all with the signature `(u64 y, f32 a, u64 x, u64 n)`.
-const KERNELS: [Kernel; 3] = [
+const KERNELS: [Kernel; 4] = [
     Kernel {
         op: "add_scalar",
         reads_x: false,
@@ -53,6 +53,11 @@ const KERNELS: [Kernel; 3] = [
         op: "axpy",
         reads_x: true,
         body: "mul.rn.f32 %f5, %f1, %f3;\n\tadd.rn.f32 %f4, %f2, %f5;",
+    },
+    Kernel {
+        op: "mul",
+        reads_x: true,
+        body: "mul.rn.f32 %f4, %f2, %f3;",
     },
 ];
 

@@ -37,7 +37,7 @@ struct Kernel {
 
 /// The kernels, all with the signature `(float* y, float a, const float* x,
 /// unsigned long long n)`, named `accel_graph_<op>`.
-const KERNELS: [Kernel; 3] = [
+const KERNELS: [Kernel; 4] = [
     Kernel {
         op: "add_scalar",
         expr: "__fadd_rn(y[i], a)",
@@ -49,6 +49,10 @@ const KERNELS: [Kernel; 3] = [
     Kernel {
         op: "axpy",
         expr: "__fadd_rn(y[i], __fmul_rn(a, x[i]))",
+    },
+    Kernel {
+        op: "mul",
+        expr: "__fmul_rn(y[i], x[i])",
     },
 ];
 

@@ -92,6 +92,7 @@ impl MockCommand {
                 PortableOp::AddScalar { x, c } => write!(s, "add_scalar x={x} c={c}"),
                 PortableOp::Scale { x, a } => write!(s, "scale x={x} a={a}"),
                 PortableOp::Axpy { y, a, x } => write!(s, "axpy y={y} a={a} x={x}"),
+                PortableOp::Mul { y, x } => write!(s, "mul y={y} x={x}"),
             },
             MockCommand::Host(_) => write!(s, "host_callback"),
             MockCommand::RecordEvent(_) => write!(s, "event_record"),
@@ -170,7 +171,7 @@ fn run_op(op: &PortableOp<Cells>) {
                 .iter()
                 .for_each(|c| store(c, op.element(load(c), 0.0)));
         }
-        PortableOp::Axpy { y, x, .. } => {
+        PortableOp::Axpy { y, x, .. } | PortableOp::Mul { y, x } => {
             for (yi, xi) in y.get().iter().zip(x.get()) {
                 store(yi, op.element(load(yi), load(xi)));
             }

@@ -37,6 +37,8 @@ crate::wgsl::element_kernels! {
     Scale = "scale", unary, "y * a";
     /// `y += a * x`, the product rounded before the sum.
     Axpy = "axpy", binary, "y + rounded(a * x)";
+    /// `y *= x`.
+    Mul = "mul", binary, "y * x";
 }
 
 /// The kernel a portable op runs; `None` for `copy`, which is a buffer copy.
@@ -47,6 +49,7 @@ fn kernel_of<T>(op: &PortableOp<T>) -> Option<Kernel> {
         PortableOp::AddScalar { .. } => Some(Kernel::AddScalar),
         PortableOp::Scale { .. } => Some(Kernel::Scale),
         PortableOp::Axpy { .. } => Some(Kernel::Axpy),
+        PortableOp::Mul { .. } => Some(Kernel::Mul),
     }
 }
 

@@ -57,6 +57,13 @@ pub enum PortableOp<T> {
         /// The buffer read.
         x: T,
     },
+    /// `y[i] *= x[i]` (equal lengths).
+    Mul {
+        /// The buffer updated.
+        y: T,
+        /// The buffer read.
+        x: T,
+    },
 }
 
 impl<T> PortableOp<T> {
@@ -68,6 +75,7 @@ impl<T> PortableOp<T> {
             PortableOp::AddScalar { .. } => "add_scalar",
             PortableOp::Scale { .. } => "scale",
             PortableOp::Axpy { .. } => "axpy",
+            PortableOp::Mul { .. } => "mul",
         }
     }
 
@@ -87,7 +95,7 @@ impl<T> PortableOp<T> {
             | PortableOp::AddScalar { c: s, .. }
             | PortableOp::Scale { a: s, .. }
             | PortableOp::Axpy { a: s, .. } => *s,
-            PortableOp::Copy { .. } => 0.0,
+            PortableOp::Copy { .. } | PortableOp::Mul { .. } => 0.0,
         }
     }
 
@@ -98,7 +106,7 @@ impl<T> PortableOp<T> {
             | PortableOp::AddScalar { x, .. }
             | PortableOp::Scale { x, .. } => (x, None),
             PortableOp::Copy { dst, src } => (dst, Some(src)),
-            PortableOp::Axpy { y, x, .. } => (y, Some(x)),
+            PortableOp::Axpy { y, x, .. } | PortableOp::Mul { y, x } => (y, Some(x)),
         }
     }
 
@@ -116,6 +124,7 @@ impl<T> PortableOp<T> {
             PortableOp::AddScalar { x, c } => PortableOp::AddScalar { x, c: *c },
             PortableOp::Scale { x, a } => PortableOp::Scale { x, a: *a },
             PortableOp::Axpy { y, a, x } => PortableOp::Axpy { y, a: *a, x },
+            PortableOp::Mul { y, x } => PortableOp::Mul { y, x },
         }
     }
 
@@ -134,6 +143,7 @@ impl<T> PortableOp<T> {
                 a,
                 x: f(x),
             },
+            PortableOp::Mul { y, x } => PortableOp::Mul { y: f(y), x: f(x) },
         }
     }
 
@@ -153,6 +163,7 @@ impl<T> PortableOp<T> {
                 let product = *a * input;
                 out + product
             }
+            PortableOp::Mul { .. } => out * input,
         }
     }
 }
@@ -225,5 +236,10 @@ pub trait PortableOps {
     /// multiply-add, so results are reproducible bit for bit).
     fn axpy(&self, y: &Self::Buffer, a: f32, x: &Self::Buffer) -> Result<()> {
         self.launch(PortableOp::Axpy { y, a, x })
+    }
+
+    /// `y[i] *= x[i]` (equal lengths).
+    fn mul(&self, y: &Self::Buffer, x: &Self::Buffer) -> Result<()> {
+        self.launch(PortableOp::Mul { y, x })
     }
 }

@@ -21,6 +21,7 @@ const OPS: &[PortableOp<()>] = &[
         a: 0.3,
         x: (),
     },
+    PortableOp::Mul { y: (), x: () },
 ];
 
 /// The row of [`OPS`] that checks `op`. Exhaustive, so a new op does not compile until it
@@ -32,6 +33,7 @@ fn row_of<T>(op: &PortableOp<T>) -> usize {
         PortableOp::AddScalar { .. } => 2,
         PortableOp::Scale { .. } => 3,
         PortableOp::Axpy { .. } => 4,
+        PortableOp::Mul { .. } => 5,
     }
 }
 
