@@ -242,11 +242,8 @@ fn run(torch: &HashMap<String, f64>) -> Result<bool> {
     // (c) GPU time per replayed node, 1000-kernel chain, by CUDA events.
     let mut gk = ours_graph(&backend, &stream, &x, CHAIN)?;
     let rawk = raw.capture_instantiate(x.block().device_ptr(), s, CHAIN);
-    let timing = EventOptions::new().enable_timing(true);
-    let (e0, e1) = (
-        backend.new_event_with(timing)?,
-        backend.new_event_with(timing)?,
-    );
+    let timing_event = || backend.new_event_with(EventOptions::new().enable_timing(true));
+    let (e0, e1) = (timing_event()?, timing_event()?);
     let (mut ours_c, mut raw_c) = (Vec::new(), Vec::new());
     for rep in 0..60 {
         for pass in 0..2 {
@@ -277,10 +274,7 @@ fn run(torch: &HashMap<String, f64>) -> Result<bool> {
     // (e) timing a replayed graph: the backend's events (record_event / elapsed_time) around
     // a replay, vs raw events around a raw launch of the very same executable.
     let exec = gk.executable()?.cu_graph_exec();
-    let (t0, t1) = (
-        backend.new_event_with(timing)?,
-        backend.new_event_with(timing)?,
-    );
+    let (t0, t1) = (timing_event()?, timing_event()?);
     let (mut ours_e, mut raw_e) = (Vec::new(), Vec::new());
     for rep in 0..60 {
         for pass in 0..2 {

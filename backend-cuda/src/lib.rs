@@ -81,16 +81,9 @@ pub use memory::CuBlock;
 pub use ops::portable_ops_ptx;
 pub use stream::CuStream;
 
-/// A buffer of the CUDA backend.
-pub type CudaBuffer = accel_graph_driver::DriverBuffer<CudaDevice>;
-/// A stream of the CUDA backend.
-pub type CudaStreamHandle = accel_graph_driver::DriverStream<CudaDevice>;
-/// An event of the CUDA backend.
-pub type CudaEventHandle = accel_graph_driver::DriverEvent<CudaDevice>;
-/// The graph implementation of the CUDA backend.
-pub type CudaGraphImpl = accel_graph_driver::DriverGraph<CudaDevice>;
-/// The graph type of the CUDA backend.
-pub type CudaGraph = accel_graph_api::Graph<CudaGraphImpl>;
+accel_graph_driver::driver_type_aliases! {
+    CudaDevice, "CUDA": CudaBuffer, CudaStreamHandle, CudaEventHandle, CudaGraphImpl, CudaGraph
+}
 
 /// Re-export of the cudarc version this crate is built against, for users' own kernels.
 pub use cudarc;

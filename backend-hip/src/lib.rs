@@ -79,30 +79,14 @@
 #![deny(missing_docs)]
 
 mod backend;
-#[cfg(feature = "runtime")]
-mod capture;
-#[cfg(feature = "runtime")]
-mod device;
-#[cfg(feature = "runtime")]
-mod error;
-#[cfg(feature = "runtime")]
-mod event;
-#[cfg(feature = "runtime")]
-mod ffi;
-#[cfg(feature = "runtime")]
-mod graph;
-#[cfg(feature = "runtime")]
-mod memory;
-#[cfg(feature = "runtime")]
-mod node_kind;
-#[cfg(feature = "runtime")]
-mod ops;
-#[cfg(feature = "runtime")]
-mod probe;
-#[cfg(feature = "runtime")]
-mod stream;
-#[cfg(feature = "runtime")]
-mod topology;
+/// The modules over the HIP runtime (the `runtime` feature); without it, `unavailable.rs`
+/// stands in with the same public types.
+macro_rules! runtime_modules {
+    ($($module:ident),*) => { $(#[cfg(feature = "runtime")] mod $module;)* };
+}
+runtime_modules!(
+    capture, device, error, event, ffi, graph, memory, node_kind, ops, probe, stream, topology
+);
 #[cfg(not(feature = "runtime"))]
 mod unavailable;
 
@@ -118,16 +102,9 @@ pub use {
     stream::HStream,
 };
 
-/// A buffer of the HIP backend.
-pub type HipBuffer = accel_graph_driver::DriverBuffer<HipDevice>;
-/// A stream of the HIP backend.
-pub type HipStream = accel_graph_driver::DriverStream<HipDevice>;
-/// An event of the HIP backend.
-pub type HipEvent = accel_graph_driver::DriverEvent<HipDevice>;
-/// The graph implementation of the HIP backend.
-pub type HipGraphImpl = accel_graph_driver::DriverGraph<HipDevice>;
-/// The graph type of the HIP backend.
-pub type HipGraph = accel_graph_api::Graph<HipGraphImpl>;
+accel_graph_driver::driver_type_aliases! {
+    HipDevice, "HIP": HipBuffer, HipStream, HipEvent, HipGraphImpl, HipGraph
+}
 
 /// Re-export of the hip-sys version this crate is built against, for the raw handles' types.
 #[cfg(feature = "runtime")]

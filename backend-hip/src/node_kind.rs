@@ -45,25 +45,41 @@ mod tests {
     const ROCM_5_2: i32 = 50_221_153;
     const ROCM_6_0: i32 = 60_032_830;
 
-    #[test]
-    fn rocm_5_2_numbers_from_one() {
-        assert_eq!(decode(1, ROCM_5_2), NodeKind::Kernel);
-        assert_eq!(decode(2, ROCM_5_2), NodeKind::Memcpy);
-        assert_eq!(decode(3, ROCM_5_2), NodeKind::Memset);
-        assert_eq!(decode(4, ROCM_5_2), NodeKind::Host);
-        assert_eq!(decode(5, ROCM_5_2), NodeKind::Other); // child graph
-        assert_eq!(decode(8, ROCM_5_2), NodeKind::EventRecord);
-        assert_eq!(decode(9, ROCM_5_2), NodeKind::Memcpy); // Memcpy1D
-        assert_eq!(decode(0, ROCM_5_2), NodeKind::Other);
-    }
+    /// `(release, [(type number, kind)])`: ROCm 5.2 numbers node types from one (0 is
+    /// unknown), later releases from zero.
+    const CASES: [(i32, &[(i32, NodeKind)]); 2] = [
+        (
+            ROCM_5_2,
+            &[
+                (1, NodeKind::Kernel),
+                (2, NodeKind::Memcpy),
+                (3, NodeKind::Memset),
+                (4, NodeKind::Host),
+                (5, NodeKind::Other), // child graph
+                (8, NodeKind::EventRecord),
+                (9, NodeKind::Memcpy), // Memcpy1D
+                (0, NodeKind::Other),
+            ],
+        ),
+        (
+            ROCM_6_0,
+            &[
+                (0, NodeKind::Kernel),
+                (1, NodeKind::Memcpy),
+                (2, NodeKind::Memset),
+                (3, NodeKind::Host),
+                (7, NodeKind::EventRecord),
+                (10, NodeKind::Other),
+            ],
+        ),
+    ];
 
     #[test]
-    fn later_releases_number_from_zero() {
-        assert_eq!(decode(0, ROCM_6_0), NodeKind::Kernel);
-        assert_eq!(decode(1, ROCM_6_0), NodeKind::Memcpy);
-        assert_eq!(decode(2, ROCM_6_0), NodeKind::Memset);
-        assert_eq!(decode(3, ROCM_6_0), NodeKind::Host);
-        assert_eq!(decode(7, ROCM_6_0), NodeKind::EventRecord);
-        assert_eq!(decode(10, ROCM_6_0), NodeKind::Other);
+    fn node_types_decode_per_release() {
+        for (release, cases) in CASES {
+            for &(number, kind) in cases {
+                assert_eq!(decode(number, release), kind, "type {number} on {release}");
+            }
+        }
     }
 }

@@ -1,9 +1,10 @@
-//! `MockBackend`: the backend over the simulated device, and its extras for users' tests.
+//! `MockBackend`: the backend over the simulated device, the names of its types, and its extras
+//! for users' tests.
 
 use accel_graph_api::{GraphError, Result};
 use accel_graph_driver::DriverBackend;
 
-use crate::{FaultSite, MockConfig, MockCounters, MockDevice, MockStream};
+use crate::{FaultSite, MockConfig, MockCounters, MockDevice};
 
 accel_graph_driver::backend_newtype! {
     /// A deterministic simulated accelerator; clones share the device.
@@ -22,6 +23,10 @@ accel_graph_driver::backend_newtype! {
     /// assert_ne!(MockBackend::new().instance_id(), backend.instance_id());
     /// ```
     pub struct MockBackend(MockDevice);
+}
+
+accel_graph_driver::driver_type_aliases! {
+    MockDevice, "mock": MockBuffer, MockStream, MockEvent, MockGraphImpl, MockGraph
 }
 
 impl Default for MockBackend {

@@ -77,6 +77,20 @@ impl MockDevice {
         }
     }
 
+    /// `Err` when a call that waits for `stream`'s work (`operation`) cannot finish: the
+    /// device is broken, or the stream is stalled.
+    pub(crate) fn check_can_wait(
+        &self,
+        stream: &crate::MockStreamState,
+        operation: &str,
+    ) -> DriverResult<()> {
+        self.alive()?;
+        if stream.is_stalled() {
+            return Err(crate::error::stalled(operation));
+        }
+        Ok(())
+    }
+
     /// Makes the device unusable from now on (an injected device fault).
     pub(crate) fn break_device(&self) {
         self.broken.store(true, Ordering::Release);

@@ -13,7 +13,7 @@ use accel_graph_driver::{
     software::{EventMark, captured_event_error},
 };
 
-use crate::{MockDevice, ops::MockCommand, stream::MockStreamState};
+use crate::{MockDevice, ops::MockCommand};
 
 /// One simulated event (the driver-level object behind a [`crate::MockEvent`]).
 ///
@@ -65,11 +65,7 @@ impl DriverEvents for MockDevice {
         }))
     }
 
-    unsafe fn record_event(
-        &self,
-        event: &Arc<MockEventState>,
-        stream: &Arc<MockStreamState>,
-    ) -> DriverResult<()> {
+    unsafe fn record_event(&self, event: &Self::Event, stream: &Self::Stream) -> DriverResult<()> {
         self.alive()?;
         let capturing = self.capture.capture_id(stream.index()).is_some();
         if event.options.external && capturing {
@@ -84,11 +80,7 @@ impl DriverEvents for MockDevice {
         self.issue(stream, MockCommand::RecordEvent(Arc::clone(event)))
     }
 
-    unsafe fn wait_event(
-        &self,
-        stream: &Arc<MockStreamState>,
-        event: &Arc<MockEventState>,
-    ) -> DriverResult<()> {
+    unsafe fn wait_event(&self, stream: &Self::Stream, event: &Self::Event) -> DriverResult<()> {
         self.alive()?;
         let capturing = self.capture.capture_id(stream.index()).is_some();
         if event.options.external && capturing {

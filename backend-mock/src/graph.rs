@@ -4,7 +4,11 @@
 use std::sync::Arc;
 
 use accel_graph_api::GraphTopology;
-use accel_graph_driver::{DriverResult, api::DriverGraphs, software::Node};
+use accel_graph_driver::{
+    DriverResult,
+    api::DriverGraphs,
+    software::{self, Node},
+};
 
 use crate::{FaultSite, MockDevice, counters::Counters, ops::MockCommand, stream::MockStreamState};
 
@@ -122,18 +126,6 @@ impl DriverGraphs for MockDevice {
     }
 
     fn topology(&self, graph: &MockRawGraph) -> DriverResult<GraphTopology> {
-        let mut t = GraphTopology::default();
-        for node in &graph.nodes {
-            t.add_node(node.command.kind(), node.command.label());
-        }
-        for (id, node) in graph.nodes.iter().enumerate() {
-            // Sorted: deterministic DOT bytes whatever order the joins came in.
-            let mut deps = node.deps.clone();
-            deps.sort_unstable();
-            for dep in deps {
-                t.add_edge(dep, id);
-            }
-        }
-        Ok(t)
+        Ok(software::topology(&graph.nodes, |c| (c.kind(), c.label())))
     }
 }

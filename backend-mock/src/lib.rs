@@ -73,7 +73,7 @@ mod memory;
 mod ops;
 mod stream;
 
-pub use backend::MockBackend;
+pub use backend::{MockBackend, MockBuffer, MockEvent, MockGraph, MockGraphImpl, MockStream};
 pub use config::MockConfig;
 pub use counters::MockCounters;
 pub use device::MockDevice;
@@ -82,14 +82,3 @@ pub use faults::FaultSite;
 pub use graph::{MockExecutable, MockRawGraph};
 pub use memory::{ADDRESS_ALIGNMENT, MockBlock};
 pub use stream::MockStreamState;
-
-/// A buffer of the mock backend.
-pub type MockBuffer = accel_graph_driver::DriverBuffer<MockDevice>;
-/// A stream of the mock backend.
-pub type MockStream = accel_graph_driver::DriverStream<MockDevice>;
-/// An event of the mock backend.
-pub type MockEvent = accel_graph_driver::DriverEvent<MockDevice>;
-/// The graph implementation of the mock backend.
-pub type MockGraphImpl = accel_graph_driver::DriverGraph<MockDevice>;
-/// The mock backend's graph type.
-pub type MockGraph = accel_graph_api::Graph<MockGraphImpl>;

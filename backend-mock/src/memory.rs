@@ -207,10 +207,7 @@ impl DriverMemory for MockDevice {
         src: &[u8],
         stream: &Arc<MockStreamState>,
     ) -> DriverResult<()> {
-        self.alive()?;
-        if stream.is_stalled() {
-            return Err(crate::error::stalled("upload"));
-        }
+        self.check_can_wait(stream, "upload")?;
         write_bytes(&dst.cells, src);
         Ok(())
     }
@@ -221,10 +218,7 @@ impl DriverMemory for MockDevice {
         dst: &mut [u8],
         stream: &Arc<MockStreamState>,
     ) -> DriverResult<()> {
-        self.alive()?;
-        if stream.is_stalled() {
-            return Err(crate::error::stalled("download"));
-        }
+        self.check_can_wait(stream, "download")?;
         read_bytes(&src.cells, dst);
         Ok(())
     }

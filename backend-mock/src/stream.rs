@@ -115,11 +115,7 @@ impl DriverStreams for MockDevice {
     }
 
     fn stream_synchronize(&self, stream: &Arc<MockStreamState>) -> DriverResult<()> {
-        self.alive()?;
-        if stream.is_stalled() {
-            return Err(crate::error::stalled("stream_synchronize"));
-        }
-        Ok(())
+        self.check_can_wait(stream, "stream_synchronize")
     }
 
     fn capture_id(&self, stream: &Arc<MockStreamState>) -> DriverResult<Option<u64>> {

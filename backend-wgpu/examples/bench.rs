@@ -59,6 +59,15 @@ fn time(iterations: usize, mut f: impl FnMut() -> Result<()>) -> Result<Duration
     Ok(median(samples))
 }
 
+/// The first `size` bytes of `buffer` as a storage binding.
+fn storage(buffer: &WgpuBuffer, size: Option<wgpu::BufferSize>) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+        buffer: buffer.block().buffer(),
+        offset: 0,
+        size,
+    })
+}
+
 /// The same dispatches, encoded straight into wgpu.
 struct HandBuilt {
     pipelines: [wgpu::ComputePipeline; 3],
@@ -109,30 +118,15 @@ impl HandBuilt {
                     usage: wgpu::BufferUsages::UNIFORM,
                 });
                 let size = wgpu::BufferSize::new(y.num_bytes() as u64);
-                let mut entries = vec![
-                    wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: uniform.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 1,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: y.block().buffer(),
-                            offset: 0,
-                            size,
-                        }),
-                    },
-                ];
+                // Bindings 0, 1 (and 2 for axpy): the parameters, `y` (and `x`).
+                let mut resources = vec![uniform.as_entire_binding(), storage(y, size)];
                 if which == 2 {
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: 2,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: x.block().buffer(),
-                            offset: 0,
-                            size,
-                        }),
-                    });
+                    resources.push(storage(x, size));
                 }
+                let entries: Vec<_> = (0..)
+                    .zip(resources)
+                    .map(|(binding, resource)| wgpu::BindGroupEntry { binding, resource })
+                    .collect();
                 let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
                     label: None,
                     layout: &self.pipelines[which].get_bind_group_layout(0),

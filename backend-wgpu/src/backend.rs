@@ -1,4 +1,5 @@
-//! `WgpuBackend`: the backend over a [`WgpuDevice`], its constructor and its extras.
+//! `WgpuBackend`: the backend over a [`WgpuDevice`], the names of its types, its constructor
+//! and its extras.
 
 use accel_graph_api::Result;
 use accel_graph_driver::DriverBackend;
@@ -28,6 +29,10 @@ accel_graph_driver::backend_newtype! {
     /// # Ok::<(), GraphError>(())
     /// ```
     pub struct WgpuBackend(WgpuDevice);
+}
+
+accel_graph_driver::driver_type_aliases! {
+    WgpuDevice, "wgpu": WgpuBuffer, WgpuStream, WgpuEvent, WgpuGraphImpl, WgpuGraph
 }
 
 impl WgpuBackend {

@@ -3,7 +3,11 @@
 //! functions in between.
 
 use accel_graph_api::GraphTopology;
-use accel_graph_driver::{DriverResult, api::DriverGraphs, software::Node};
+use accel_graph_driver::{
+    DriverResult,
+    api::DriverGraphs,
+    software::{self, Node},
+};
 
 use crate::{
     WgpuDevice,
@@ -135,18 +139,6 @@ impl DriverGraphs for WgpuDevice {
     }
 
     fn topology(&self, graph: &WgpuRawGraph) -> DriverResult<GraphTopology> {
-        let mut t = GraphTopology::default();
-        for node in &graph.nodes {
-            t.add_node(node.command.kind(), node.command.label());
-        }
-        for (id, node) in graph.nodes.iter().enumerate() {
-            // Sorted: deterministic DOT bytes whatever order the joins came in.
-            let mut deps = node.deps.clone();
-            deps.sort_unstable();
-            for dep in deps {
-                t.add_edge(dep, id);
-            }
-        }
-        Ok(t)
+        Ok(software::topology(&graph.nodes, |c| (c.kind(), c.label())))
     }
 }

@@ -54,7 +54,7 @@ mod timing;
 mod wgsl;
 
 pub use adapter::ADAPTER_ENV;
-pub use backend::WgpuBackend;
+pub use backend::{WgpuBackend, WgpuBuffer, WgpuEvent, WgpuGraph, WgpuGraphImpl, WgpuStream};
 pub use device::WgpuDevice;
 pub use event::WgpuEventState;
 pub use graph::{WgpuExecutable, WgpuRawGraph};
@@ -62,14 +62,3 @@ pub use kernels::{WORKGROUP_SIZE, dispatch_size};
 pub use memory::WgpuBlock;
 pub use ops::PORTABLE_OPS_WGSL;
 pub use stream::WgpuStreamState;
-
-/// A buffer of the wgpu backend.
-pub type WgpuBuffer = accel_graph_driver::DriverBuffer<WgpuDevice>;
-/// A stream of the wgpu backend.
-pub type WgpuStream = accel_graph_driver::DriverStream<WgpuDevice>;
-/// An event of the wgpu backend.
-pub type WgpuEvent = accel_graph_driver::DriverEvent<WgpuDevice>;
-/// The graph implementation of the wgpu backend.
-pub type WgpuGraphImpl = accel_graph_driver::DriverGraph<WgpuDevice>;
-/// The wgpu backend's graph type.
-pub type WgpuGraph = accel_graph_api::Graph<WgpuGraphImpl>;

@@ -9,7 +9,7 @@ use accel_graph_api::{
 };
 
 use crate::{
-    Driver, DriverBuffer, DriverEvent, DriverGraph, DriverStream,
+    Driver, DriverBuffer, DriverEvent, DriverGraph, DriverResult, DriverStream,
     api::Region,
     capture::CaptureEntry,
     errors::{CallSite, waits_for_capturing_stream},
@@ -107,6 +107,21 @@ impl<D: Driver> DriverBackend<D> {
             return Err(waits_for_capturing_stream(operation, entry.record.mode()));
         }
         self.shared.domain.rules.check_unsafe_call(operation)
+    }
+
+    /// Waits through the driver (`wait`, an unsafe call named `operation`) for work on the
+    /// device, then polls the frees waiting for that work and checks the host callbacks that
+    /// ran.
+    fn driver_wait(
+        &self,
+        operation: &str,
+        wait: impl FnOnce(&D) -> DriverResult<()>,
+    ) -> Result<()> {
+        let shared = &self.shared;
+        shared.bind()?;
+        shared.check(wait(&shared.driver), CallSite::unsafe_call(operation))?;
+        shared.poll_pending_frees();
+        self.after_wait()
     }
 
     /// After a call that waited for device work: host callbacks that ran may have panicked.
@@ -223,14 +238,9 @@ impl<D: Driver> Backend for DriverBackend<D> {
     fn stream_synchronize(&self, stream: &DriverStream<D>) -> Result<()> {
         self.own_stream(stream)?;
         self.blocking_call("stream_synchronize", stream)?;
-        let shared = &self.shared;
-        shared.bind()?;
-        shared.check(
-            shared.driver.stream_synchronize(&stream.inner.raw),
-            CallSite::unsafe_call("stream_synchronize"),
-        )?;
-        shared.poll_pending_frees();
-        self.after_wait()
+        self.driver_wait("stream_synchronize", |driver| {
+            driver.stream_synchronize(&stream.inner.raw)
+        })
     }
 
     fn is_capturing(&self, stream: &DriverStream<D>) -> Result<bool> {
@@ -329,15 +339,13 @@ impl<D: Driver> Backend for DriverBackend<D> {
 
     fn event_synchronize(&self, event: &DriverEvent<D>) -> Result<()> {
         self.own_event(event)?;
-        let shared = &self.shared;
-        shared.domain.rules.check_unsafe_call("event_synchronize")?;
-        shared.bind()?;
-        shared.check(
-            shared.driver.event_synchronize(&event.raw),
-            CallSite::unsafe_call("event_synchronize"),
-        )?;
-        shared.poll_pending_frees();
-        self.after_wait()
+        self.shared
+            .domain
+            .rules
+            .check_unsafe_call("event_synchronize")?;
+        self.driver_wait("event_synchronize", |driver| {
+            driver.event_synchronize(&event.raw)
+        })
     }
 
     fn event_query(&self, event: &DriverEvent<D>) -> Result<bool> {

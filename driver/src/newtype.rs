@@ -1,4 +1,6 @@
-//! `backend_newtype!`: a backend crate's own backend type over [`crate::DriverBackend`].
+//! `backend_newtype!`: a backend crate's own backend type over [`crate::DriverBackend`];
+//! `driver_type_aliases!`: the crate's names for the driver layer's buffer, stream, event and
+//! graph types.
 
 /// Declares a backend type wrapping [`DriverBackend<Driver>`](crate::DriverBackend):
 /// `Clone`, `Debug`, [`Backend`](accel_graph_api::Backend) and
@@ -62,6 +64,39 @@ macro_rules! backend_newtype {
         }
 
         $crate::__forward_backend!($name, $driver);
+    };
+}
+
+/// Declares a backend crate's names for the driver layer's types over its driver, each with
+/// its doc comment, in this order: the buffer ([`DriverBuffer`](crate::DriverBuffer)), the
+/// stream ([`DriverStream`](crate::DriverStream)), the event
+/// ([`DriverEvent`](crate::DriverEvent)), the graph implementation
+/// ([`DriverGraph`](crate::DriverGraph)) and the graph ([`Graph`](accel_graph_api::Graph) over
+/// that implementation) — the associated types of the backend type [`backend_newtype!`]
+/// declares. The string names the backend in the doc comments.
+///
+/// ```text
+/// // In a backend crate whose driver type is `MyDevice`:
+/// accel_graph_driver::driver_type_aliases! {
+///     MyDevice, "my": MyBuffer, MyStream, MyEvent, MyGraphImpl, MyGraph
+/// }
+/// ```
+#[macro_export]
+macro_rules! driver_type_aliases {
+    (
+        $driver:ty, $backend:literal:
+        $buffer:ident, $stream:ident, $event:ident, $graph_impl:ident, $graph:ident $(,)?
+    ) => {
+        #[doc = concat!("A buffer of the ", $backend, " backend.")]
+        pub type $buffer = $crate::DriverBuffer<$driver>;
+        #[doc = concat!("A stream of the ", $backend, " backend.")]
+        pub type $stream = $crate::DriverStream<$driver>;
+        #[doc = concat!("An event of the ", $backend, " backend.")]
+        pub type $event = $crate::DriverEvent<$driver>;
+        #[doc = concat!("The graph implementation of the ", $backend, " backend.")]
+        pub type $graph_impl = $crate::DriverGraph<$driver>;
+        #[doc = concat!("The graph type of the ", $backend, " backend.")]
+        pub type $graph = $crate::__api::Graph<$graph_impl>;
     };
 }
 

@@ -22,7 +22,7 @@ use std::{
     sync::{Mutex, MutexGuard},
 };
 
-use accel_graph_api::backend_kit::EmulatedCudaError;
+use accel_graph_api::{GraphTopology, NodeKind, backend_kit::EmulatedCudaError};
 
 use crate::{DriverError, DriverResult};
 
@@ -33,6 +33,28 @@ pub struct Node<C> {
     pub command: C,
     /// Indices of the nodes it depends on.
     pub deps: Vec<usize>,
+}
+
+/// The topology of recorded nodes (in recording order): a node per command, of the kind and
+/// label `describe` gives it, and an edge from each of its dependencies.
+pub fn topology<C>(
+    nodes: &[Node<C>],
+    describe: impl Fn(&C) -> (NodeKind, String),
+) -> GraphTopology {
+    let mut t = GraphTopology::default();
+    for node in nodes {
+        let (kind, label) = describe(&node.command);
+        t.add_node(kind, label);
+    }
+    for (id, node) in nodes.iter().enumerate() {
+        // Sorted: deterministic DOT bytes whatever order the joins came in.
+        let mut deps = node.deps.clone();
+        deps.sort_unstable();
+        for dep in deps {
+            t.add_edge(dep, id);
+        }
+    }
+    t
 }
 
 /// What an event's last record marked.

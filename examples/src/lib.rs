@@ -24,6 +24,15 @@ impl BackendArg {
     }
 }
 
+/// The backend's kind and device as the examples print them: `kind (device name)`.
+pub fn backend_label<B: Backend>(backend: &B) -> String {
+    format!(
+        "{} ({})",
+        backend.kind(),
+        backend.capabilities().device_name
+    )
+}
+
 /// Logs to stderr, filtered by `RUST_LOG` (default: warnings), so PyTorch-style warnings such
 /// as "the graph is empty" are visible.
 pub fn init_logging() {

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use accel_graph::{AcceleratorGraph, Backend, BackendJob, CaptureExt, GraphOptions, Result};
-use accel_graph_examples::{BackendArg, init_logging};
+use accel_graph_examples::{BackendArg, backend_label, init_logging};
 use clap::Parser;
 
 /// Per-node capture and replay cost against eager execution.
@@ -19,11 +19,6 @@ struct Cli {
     sizes: Vec<usize>,
     /// Timed repetitions per size (the median is reported).
     #[arg(long, default_value_t = 7)]
-    reps: usize,
-}
-
-struct Bench {
-    sizes: Vec<usize>,
     reps: usize,
 }
 
@@ -48,15 +43,11 @@ fn issue<B: Backend>(backend: &B, x: &B::Buffer, y: &B::Buffer, nodes: usize) ->
     Ok(())
 }
 
-impl BackendJob for Bench {
+impl BackendJob for Cli {
     type Output = Result<()>;
     fn run<B: Backend>(self, backend: &B) -> Result<()> {
-        println!(
-            "backend {} ({}), median of {} runs",
-            backend.kind(),
-            backend.capabilities().device_name,
-            self.reps
-        );
+        let reps = self.reps.max(1);
+        println!("backend {}, median of {reps} runs", backend_label(backend));
         println!(
             "{:>8} | {:>14} | {:>14} | {:>14} | {:>13}",
             "nodes", "capture ns/node", "replay ns/node", "eager ns/op", "eager/replay"
@@ -69,7 +60,7 @@ impl BackendJob for Bench {
             let mut capture = Vec::new();
             let mut replay = Vec::new();
             let mut eager = Vec::new();
-            for _ in 0..self.reps {
+            for _ in 0..reps {
                 let mut graph = backend.graph(GraphOptions::new())?;
                 let t = Instant::now();
                 graph.capture(|| issue(backend, &x, &y, nodes))?;
@@ -104,11 +95,5 @@ impl BackendJob for Bench {
 fn main() -> Result<()> {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(
-        cli.backend.choice()?,
-        Bench {
-            sizes: cli.sizes,
-            reps: cli.reps.max(1),
-        },
-    )?
+    accel_graph::run_on(cli.backend.choice()?, cli)?
 }

@@ -12,7 +12,7 @@ use accel_graph::{
     Backend, DeviceBuffer, Result,
     utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes},
 };
-use accel_graph_examples::{BackendArg, init_logging};
+use accel_graph_examples::{BackendArg, backend_label, init_logging};
 use clap::Parser;
 
 /// A "model" of portable ops, row-independent so padding rows cannot disturb real rows: four
@@ -125,22 +125,16 @@ struct Cli {
     hidden: usize,
 }
 
-struct InferenceJob(Cli);
-
-impl accel_graph::BackendJob for InferenceJob {
+impl accel_graph::BackendJob for Cli {
     type Output = Result<()>;
     fn run<B: Backend>(self, backend: &B) -> Result<()> {
-        println!(
-            "backend {} ({})",
-            backend.kind(),
-            backend.capabilities().device_name
-        );
-        inference(backend, self.0.batches, self.0.hidden.max(1))
+        println!("backend {}", backend_label(backend));
+        inference(backend, self.batches, self.hidden.max(1))
     }
 }
 
 fn main() -> Result<()> {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(cli.backend.choice()?, InferenceJob(cli))?
+    accel_graph::run_on(cli.backend.choice()?, cli)?
 }

@@ -2,7 +2,7 @@
 //! `N passed, N failed, N skipped`. Exits non-zero if a case failed.
 
 use accel_graph::{Backend, BackendJob, Result};
-use accel_graph_examples::{BackendArg, init_logging};
+use accel_graph_examples::{BackendArg, backend_label, init_logging};
 use clap::Parser;
 
 /// Print the conformance table of a backend.
@@ -17,11 +17,7 @@ struct Report;
 impl BackendJob for Report {
     type Output = usize;
     fn run<B: Backend>(self, backend: &B) -> usize {
-        println!(
-            "conformance on {} ({})",
-            backend.kind(),
-            backend.capabilities().device_name
-        );
+        println!("conformance on {}", backend_label(backend));
         accel_graph_conformance::run_report(backend).failed
     }
 }

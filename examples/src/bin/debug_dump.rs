@@ -17,11 +17,7 @@ struct Cli {
     out: PathBuf,
 }
 
-struct Dump {
-    out: PathBuf,
-}
-
-impl BackendJob for Dump {
+impl BackendJob for Cli {
     type Output = Result<()>;
     fn run<B: Backend>(self, backend: &B) -> Result<()> {
         let x = backend.alloc_from(&[1.0; 256])?;
@@ -77,5 +73,5 @@ impl BackendJob for Dump {
 fn main() -> Result<()> {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(cli.backend.choice()?, Dump { out: cli.out })?
+    accel_graph::run_on(cli.backend.choice()?, cli)?
 }

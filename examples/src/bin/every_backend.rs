@@ -2,7 +2,7 @@
 //! backend without a device here is reported as skipped with the reason.
 
 use accel_graph::{Backend, BackendChoice, BackendJob, Result};
-use accel_graph_examples::{add_one_replayed, init_logging, replay_matches_eager};
+use accel_graph_examples::{add_one_replayed, backend_label, init_logging, replay_matches_eager};
 
 struct Demo;
 
@@ -18,9 +18,8 @@ impl BackendJob for Demo {
             )));
         }
         Ok(format!(
-            "{} ({}): x after 3 replays = {:?}; 10 replayed steps == eager, bit for bit",
-            backend.kind(),
-            backend.capabilities().device_name,
+            "{}: x after 3 replays = {:?}; 10 replayed steps == eager, bit for bit",
+            backend_label(backend),
             add.after_replays.last().expect("3 replays")
         ))
     }

@@ -2,7 +2,7 @@
 //! on the mock, or on the best backend available with `--backend auto`.
 
 use accel_graph::{Backend, BackendJob, Result};
-use accel_graph_examples::{BackendArg, add_one_replayed, init_logging};
+use accel_graph_examples::{BackendArg, add_one_replayed, backend_label, init_logging};
 use clap::Parser;
 
 /// Capture `x += 1` into a graph and replay it.
@@ -18,16 +18,10 @@ struct Cli {
     replays: usize,
 }
 
-struct Quickstart {
-    n: usize,
-    replays: usize,
-}
-
-impl BackendJob for Quickstart {
+impl BackendJob for Cli {
     type Output = Result<()>;
     fn run<B: Backend>(self, backend: &B) -> Result<()> {
-        let caps = backend.capabilities();
-        println!("backend: {} ({})", backend.kind(), caps.device_name);
+        println!("backend: {}", backend_label(backend));
         let r = add_one_replayed(backend, self.n, self.replays)?;
         println!(
             "x after capture:  {:?}   (captured, not run)",
@@ -43,11 +37,5 @@ impl BackendJob for Quickstart {
 fn main() -> Result<()> {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(
-        cli.backend.choice()?,
-        Quickstart {
-            n: cli.n,
-            replays: cli.replays,
-        },
-    )?
+    accel_graph::run_on(cli.backend.choice()?, cli)?
 }

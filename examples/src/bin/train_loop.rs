@@ -11,7 +11,7 @@ use accel_graph::{
     Backend, DeviceBuffer, Result,
     utils::{FullGraphWrapper, Stage},
 };
-use accel_graph_examples::{BackendArg, init_logging};
+use accel_graph_examples::{BackendArg, backend_label, init_logging};
 use clap::Parser;
 
 /// Learning rate of the SGD update.
@@ -182,10 +182,9 @@ fn train_loop<B: Backend>(
     let (eager_min, eager_median) = min_median(eager_times);
     let (graph_min, graph_median) = min_median(graph_times);
     println!(
-        "backend {} ({}): {total_steps} steps of 2 microbatches, {len} elements, {layers} \
-         layers ({} ops per step)",
-        backend.kind(),
-        backend.capabilities().device_name,
+        "backend {}: {total_steps} steps of 2 microbatches, {len} elements, {layers} layers \
+         ({} ops per step)",
+        backend_label(backend),
         2 * ops_per_microbatch
     );
     println!(
@@ -230,23 +229,16 @@ struct Cli {
     layers: usize,
 }
 
-struct TrainJob(Cli);
-
-impl accel_graph::BackendJob for TrainJob {
+impl accel_graph::BackendJob for Cli {
     type Output = Result<()>;
     fn run<B: Backend>(self, backend: &B) -> Result<()> {
-        let c = &self.0;
-        println!(
-            "backend {} ({})",
-            backend.kind(),
-            backend.capabilities().device_name
-        );
+        println!("backend {}", backend_label(backend));
         train_loop(
             backend,
-            c.rounds.max(1),
-            c.steps_per_round.max(1),
-            c.len.max(1),
-            c.layers.max(1),
+            self.rounds.max(1),
+            self.steps_per_round.max(1),
+            self.len.max(1),
+            self.layers.max(1),
         )
     }
 }
@@ -254,5 +246,5 @@ impl accel_graph::BackendJob for TrainJob {
 fn main() -> Result<()> {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(cli.backend.choice()?, TrainJob(cli))?
+    accel_graph::run_on(cli.backend.choice()?, cli)?
 }
