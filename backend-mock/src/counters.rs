@@ -43,6 +43,14 @@ pub struct MockCounters {
     /// (the free fails and the memory is lost; the driver layer defers such frees past the
     /// callback, so this stays 0).
     pub frees_in_host_callbacks: u64,
+    /// Unsafe calls (a synchronize, a blocking copy, a device allocation, an event wait or
+    /// query) that reached the device while a capture they conflict with ran there, by CUDA's
+    /// rules for the calling thread's capture mode. CUDA refuses such a call and invalidates
+    /// the capture from the calling thread, while the capture's owner may be ending it — a
+    /// race NVIDIA's driver was seen to crash in; the mock refuses and invalidates alike. The
+    /// driver layer decides unsafe calls by its capture rules first and makes the allowed ones
+    /// in relaxed mode, so this stays 0.
+    pub unsafe_calls_meeting_captures: u64,
 }
 
 /// The live counters.
@@ -56,6 +64,7 @@ pub(crate) struct Counters {
     pub(crate) instantiations: AtomicU64,
     pub(crate) frees_during_capture: AtomicU64,
     pub(crate) frees_in_host_callbacks: AtomicU64,
+    pub(crate) unsafe_calls_meeting_captures: AtomicU64,
 }
 
 impl Counters {
@@ -74,6 +83,7 @@ impl Counters {
             instantiations: get(&self.instantiations),
             frees_during_capture: get(&self.frees_during_capture),
             frees_in_host_callbacks: get(&self.frees_in_host_callbacks),
+            unsafe_calls_meeting_captures: get(&self.unsafe_calls_meeting_captures),
         }
     }
 
@@ -87,6 +97,7 @@ impl Counters {
             &self.instantiations,
             &self.frees_during_capture,
             &self.frees_in_host_callbacks,
+            &self.unsafe_calls_meeting_captures,
         ] {
             c.store(0, Ordering::Relaxed);
         }

@@ -26,6 +26,8 @@ pub struct MockDevice {
     domain: u64,
     pub(crate) memory: AddressSpace,
     pub(crate) capture: SoftwareCapture<MockCommand>,
+    /// The captures as CUDA's device-side mode checks see them.
+    pub(crate) device_captures: crate::capture::DeviceCaptures,
     pub(crate) counters: Counters,
     pub(crate) faults: Faults,
     /// Virtual time in microseconds: every command run advances it by one.
@@ -54,6 +56,7 @@ impl MockDevice {
             domain,
             memory,
             capture: SoftwareCapture::default(),
+            device_captures: Default::default(),
             counters: Counters::default(),
             faults: Faults::default(),
             clock: AtomicU64::new(0),
@@ -85,6 +88,7 @@ impl MockDevice {
         operation: &str,
     ) -> DriverResult<()> {
         self.alive()?;
+        self.unsafe_call(operation, false)?;
         if stream.is_stalled() {
             return Err(crate::error::stalled(operation));
         }
@@ -130,6 +134,7 @@ impl Driver for MockDevice {
 
     fn synchronize(&self) -> DriverResult<()> {
         self.alive()?;
+        self.unsafe_call("synchronize", true)?;
         // Work runs synchronously, so there is nothing to wait for, except stalled streams,
         // which would never finish.
         let mut stalled = self.stalled.lock().unwrap_or_else(|e| e.into_inner());

@@ -99,6 +99,7 @@ impl DriverEvents for MockDevice {
 
     fn event_synchronize(&self, event: &Arc<MockEventState>) -> DriverResult<()> {
         self.alive()?;
+        self.unsafe_call("event_synchronize", false)?;
         if matches!(*event.mark(), EventMark::Captured { .. }) {
             return Err(captured_event_error());
         }
@@ -110,6 +111,7 @@ impl DriverEvents for MockDevice {
 
     fn event_query(&self, event: &Arc<MockEventState>) -> DriverResult<bool> {
         self.alive()?;
+        self.unsafe_call("event_query", false)?;
         Ok(!event.pending.load(Ordering::Acquire))
     }
 

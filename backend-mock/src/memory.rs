@@ -173,6 +173,7 @@ impl DriverMemory for MockDevice {
 
     fn malloc(&self, bytes: usize) -> DriverResult<Arc<MockBlock>> {
         self.alive()?;
+        self.unsafe_call("malloc", false)?;
         self.memory.allocate(bytes)
     }
 

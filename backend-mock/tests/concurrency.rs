@@ -102,3 +102,96 @@ fn a_refused_allocation_never_fails_a_concurrent_small_one() {
     );
     assert_eq!(b.memory_stats().live_buffers, 0);
 }
+
+/// Threads capturing in every mode while others make every kind of unsafe call and drop
+/// buffers: the driver layer's rules refuse what a capture forbids, and nothing else reaches
+/// the device while a capture it conflicts with runs there — no unsafe call (CUDA would
+/// invalidate the capture from the calling thread, a race NVIDIA's driver crashed in) and no
+/// free. Between the rules' check and the device call another thread may begin a capture;
+/// before the driver layer made the allowed calls in relaxed mode (and device-wide waits
+/// exclusive of capture begins), every run here counted a few such calls.
+#[test]
+fn unsafe_calls_and_frees_never_meet_a_capture_at_the_device() -> Result<()> {
+    const CAPTURERS: usize = 6;
+    const CYCLES: usize = 2000;
+    let b = MockBackend::new();
+    let done = Arc::new(AtomicUsize::new(0));
+    let disturbed = Arc::new(AtomicUsize::new(0));
+    // Made before any capture runs: a plain allocation is an unsafe call.
+    let mut own = Vec::new();
+    for _ in 0..CAPTURERS {
+        own.push((b.new_stream()?, b.alloc(256)?));
+    }
+    let mut disturbing = Vec::new();
+    for _ in 0..2 {
+        disturbing.push((b.new_stream()?, b.new_event()?));
+    }
+    std::thread::scope(|scope| -> Result<()> {
+        let mut workers = Vec::new();
+        for (t, (stream, x)) in own.into_iter().enumerate() {
+            let (b, done) = (b.clone(), Arc::clone(&done));
+            let mode = [
+                CaptureErrorMode::Global,
+                CaptureErrorMode::ThreadLocal,
+                CaptureErrorMode::Relaxed,
+            ][t % 3];
+            workers.push(scope.spawn(move || -> Result<()> {
+                let cycles = || -> Result<()> {
+                    for _ in 0..CYCLES {
+                        let mut g = b.graph(GraphOptions::new().capture_error_mode(mode))?;
+                        match b.capture_on(&stream, &mut g, || {
+                            let t = b.alloc(256)?;
+                            b.fill(&t, 1.0)?;
+                            b.axpy(&x, 1.0, &t)
+                        }) {
+                            Ok(()) | Err(GraphError::CaptureInvalidated { .. }) => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Ok(())
+                };
+                let result = cycles();
+                done.fetch_add(1, Ordering::Release);
+                result
+            }));
+        }
+        for (stream, event) in disturbing {
+            let (b, done, disturbed) = (b.clone(), Arc::clone(&done), Arc::clone(&disturbed));
+            workers.push(scope.spawn(move || -> Result<()> {
+                while done.load(Ordering::Acquire) < CAPTURERS {
+                    let _s = b.use_stream(&stream)?;
+                    let calls: [Result<()>; 6] = [
+                        b.alloc(64).map(drop),
+                        b.stream_synchronize(&stream),
+                        b.alloc_from(&[1.0; 16])
+                            .and_then(|y| b.download(&y))
+                            .map(drop),
+                        b.event_synchronize(&event),
+                        b.event_query(&event).map(drop),
+                        b.synchronize(),
+                    ];
+                    for call in calls {
+                        match call {
+                            Ok(()) | Err(GraphError::UnsafeDuringCapture { .. }) => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    disturbed.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            }));
+        }
+        for w in workers {
+            w.join().expect("a worker panicked")?;
+        }
+        Ok(())
+    })?;
+    let c = b.counters();
+    assert!(disturbed.load(Ordering::Relaxed) > 0);
+    assert_eq!(
+        (c.unsafe_calls_meeting_captures, c.frees_during_capture),
+        (0, 0),
+        "calls that reached the device during a capture they conflict with"
+    );
+    Ok(())
+}

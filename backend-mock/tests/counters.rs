@@ -36,6 +36,7 @@ fn counters_follow_the_work() -> Result<()> {
             instantiations: 1,
             frees_during_capture: 0,
             frees_in_host_callbacks: 0,
+            unsafe_calls_meeting_captures: 0,
         }
     );
     g.instantiate()?; // explicit re-instantiation counts too

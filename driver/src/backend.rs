@@ -119,7 +119,11 @@ impl<D: Driver> DriverBackend<D> {
     ) -> Result<()> {
         let shared = &self.shared;
         shared.bind()?;
-        shared.check(wait(&shared.driver), CallSite::unsafe_call(operation))?;
+        // Relaxed: the rules allowed the wait (see `crate::domain`).
+        shared.check(
+            shared.relaxed(|| wait(&shared.driver)),
+            CallSite::unsafe_call(operation),
+        )?;
         shared.poll_pending_frees();
         self.after_wait()
     }
@@ -222,15 +226,19 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let shared = &self.shared;
         // A device-wide wait includes the capturing streams: it conflicts with every capture,
         // whatever its mode or thread.
-        shared
-            .domain
-            .rules
-            .check_device_synchronize("synchronize")?;
-        shared.bind()?;
-        shared.check(
-            shared.driver.synchronize(),
-            CallSite::unsafe_call("synchronize"),
-        )?;
+        // Checked and made while no capture can begin: relaxed mode does not exempt a
+        // device-wide wait, so it must not meet in the driver a capture begun after the check.
+        shared.domain.excluding_capture_begins(|| {
+            shared
+                .domain
+                .rules
+                .check_device_synchronize("synchronize")?;
+            shared.bind()?;
+            shared.check(
+                shared.driver.synchronize(),
+                CallSite::unsafe_call("synchronize"),
+            )
+        })?;
         shared.after_synchronize();
         self.after_wait()
     }
@@ -355,7 +363,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
         shared.domain.rules.check_unsafe_call("event_query")?;
         shared.bind()?;
         shared.check(
-            shared.driver.event_query(&event.raw),
+            shared.relaxed(|| shared.driver.event_query(&event.raw)),
             CallSite::unsafe_call("event_query"),
         )
     }
@@ -445,11 +453,12 @@ impl<D: Driver> Backend for DriverBackend<D> {
         shared.check(
             // SAFETY: `dst` is a live buffer of this instance, so its block is allocated, and
             // `src` has `dst.len()` elements (checked above): its bytes fit the block.
-            unsafe {
+            // Relaxed: the rules allowed the copy (see `crate::domain`).
+            shared.relaxed(|| unsafe {
                 shared
                     .driver
                     .upload(dst.block(), bytemuck::cast_slice(src), &stream.inner.raw)
-            },
+            }),
             CallSite::unsafe_call("upload"),
         )?;
         self.after_wait()
@@ -465,13 +474,14 @@ impl<D: Driver> Backend for DriverBackend<D> {
         shared.check(
             // SAFETY: `src` is a live buffer of this instance, so its block is allocated, and
             // `out` has `src.len()` elements: its bytes fit the block.
-            unsafe {
+            // Relaxed: the rules allowed the copy (see `crate::domain`).
+            shared.relaxed(|| unsafe {
                 shared.driver.download(
                     src.block(),
                     bytemuck::cast_slice_mut(&mut out),
                     &stream.inner.raw,
                 )
-            },
+            }),
             CallSite::unsafe_call("download"),
         )?;
         self.after_wait()?;

@@ -13,8 +13,22 @@
 //! gate's write lock), and a free checks the count and frees *under the read lock*. So either
 //! the free's check-and-free runs entirely before the count goes up — hence before the driver
 //! begins the capture — or the free sees the count and waits. No free can run in between
-//! (`free_during_capture_never_reaches_the_driver` in the mock backend's tests drives many
-//! threads through that window against a driver that invalidates captures on a free).
+//! (`unsafe_calls_and_frees_never_meet_a_capture_at_the_device` in the mock backend's tests
+//! drives many threads through that window against a device that counts frees and unsafe
+//! calls reaching it during a capture).
+//!
+//! # Why unsafe calls never meet a capture in the driver
+//!
+//! The capture-mode rules decide every unsafe call (a synchronize, a blocking copy, a device
+//! allocation) before it reaches the driver. A capture another thread begins *after* that
+//! decision must not be hit by the call in the driver: CUDA would refuse the call and
+//! invalidate that capture from the calling thread while its owner begins, uses or ends it —
+//! and NVIDIA's driver was seen to crash in that race (SIGSEGV inside `cuStreamSynchronize`
+//! while another thread ran `cuStreamEndCapture`). So the stream-level unsafe calls the rules
+//! allowed run with the calling thread's capture mode relaxed (which no capture of another
+//! thread conflicts with), and a device-wide synchronize — which conflicts with captures in
+//! every mode — runs under the gate's read lock ([`Domain::excluding_capture_begins`]), while
+//! a capture is registered with the rules under the write lock ([`Domain::capture_starting`]).
 
 use std::{
     collections::HashMap,
@@ -24,7 +38,10 @@ use std::{
     },
 };
 
-use accel_graph_api::{BackendKind, backend_kit::capture_rules::CaptureRules};
+use accel_graph_api::{
+    BackendKind, CaptureErrorMode,
+    backend_kit::capture_rules::{CaptureRecord, CaptureRules},
+};
 
 use crate::host::in_host_callback;
 
@@ -68,16 +85,36 @@ impl Domain {
         domain
     }
 
-    /// Counts a capture that is about to begin in the driver. Call
-    /// [`Domain::capture_ended`] once for it, whether it began or not.
-    pub(crate) fn capture_starting(&self) {
+    /// Counts a capture of `mode` that is about to begin in the driver, and registers it with
+    /// the rules, both under the write lock: a free or a device-wide synchronize either ran
+    /// entirely before, or sees the capture. Call [`Domain::capture_ended`] once for it (and
+    /// end the record with the rules), whether it began or not.
+    pub(crate) fn capture_starting(&self, mode: CaptureErrorMode) -> Arc<CaptureRecord> {
         let _write = self.gate.write().unwrap_or_else(|e| e.into_inner());
         self.captures.fetch_add(1, Ordering::AcqRel);
+        self.rules.begin(mode)
+    }
+
+    /// Runs `f` (a device-wide call the rules allowed, checked inside `f`) while no capture of
+    /// the domain can begin. Inside a host callback the lock is not taken: the callback may be
+    /// what a wait holding it waits for, and the driver refuses such calls there anyway.
+    pub(crate) fn excluding_capture_begins<T>(&self, f: impl FnOnce() -> T) -> T {
+        if in_host_callback() {
+            return f();
+        }
+        let _read = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        f()
     }
 
     /// A capture counted by [`Domain::capture_starting`] is over: when it was the last one,
     /// the deferred frees run.
     pub(crate) fn capture_ended(&self) {
+        if in_host_callback() {
+            // No lock here (see `free`); nothing to flush either: a callback frees nothing.
+            let previous = self.captures.fetch_sub(1, Ordering::AcqRel);
+            debug_assert!(previous > 0, "capture_ended without capture_starting");
+            return;
+        }
         {
             let _write = self.gate.write().unwrap_or_else(|e| e.into_inner());
             let previous = self.captures.fetch_sub(1, Ordering::AcqRel);
@@ -95,18 +132,21 @@ impl Domain {
     /// runtime call may be made); else when the last capture ends, or at the next
     /// [`Domain::flush`] outside a callback. Returns true when it ran now.
     pub(crate) fn free(&self, free: impl FnOnce() + Send + 'static) -> bool {
-        let _read = self.gate.read().unwrap_or_else(|e| e.into_inner());
-        if self.captures.load(Ordering::Acquire) == 0 && !in_host_callback() {
-            free();
-            true
-        } else {
-            self.deferred
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Box::new(free));
-            self.has_deferred.store(true, Ordering::Release);
-            false
+        // Checked before the lock: a wait holding the read lock may be waiting for this very
+        // callback, and a capture queued for the write lock would block the read here.
+        if !in_host_callback() {
+            let _read = self.gate.read().unwrap_or_else(|e| e.into_inner());
+            if self.captures.load(Ordering::Acquire) == 0 {
+                free();
+                return true;
+            }
         }
+        self.deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(free));
+        self.has_deferred.store(true, Ordering::Release);
+        false
     }
 
     /// Runs the deferred frees if no capture runs (and the thread is not in a host callback).

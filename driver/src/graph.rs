@@ -90,6 +90,16 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
 
     fn capture_begin(&mut self, pool: Option<PoolId>, mode: CaptureErrorMode) -> Result<PoolId> {
         let shared = Arc::clone(&self.shared);
+        if crate::host::in_host_callback() {
+            // No runtime call is permitted in a host function; and a wait holding the domain's
+            // gate may be waiting for this very callback, which the gate's write lock would
+            // then wait for in turn.
+            return Err(GraphError::Unsupported {
+                what: "capture_begin inside a host callback: no runtime call is permitted in \
+                       a host function (CUDA answers CUDA_ERROR_NOT_PERMITTED)"
+                    .to_owned(),
+            });
+        }
         let stream = shared.current.get();
         if stream.inner.instance != shared.id {
             return Err(GraphError::ForeignObject { what: "stream" });
@@ -105,9 +115,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             None => shared.pools.issue_private_pool(),
         };
         let hold = MemoryPools::hold_pool(&shared.pools, pool);
-        // Counted before the driver begins: from here on, frees of the domain wait.
-        shared.domain.capture_starting();
-        let record = shared.domain.rules.begin(mode);
+        // Counted and registered before the driver begins: from here on, frees of the domain
+        // wait and the rules refuse the unsafe calls the capture forbids.
+        let record = shared.domain.capture_starting(mode);
         let entry = CaptureEntry::new(pool, record, self.serial);
         // Joined before the driver begins, so work another thread issues on the stream in
         // between is kept alive too. (A new entry is open: the join cannot be refused.)

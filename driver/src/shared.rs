@@ -118,18 +118,11 @@ impl<D: Driver> Shared<D> {
 
     /// Runs `f` with the calling thread's capture mode relaxed, as PyTorch's caching allocator
     /// does around allocations into a graph's pool: work that is no stream work (a pool
-    /// allocation, an instantiation) must neither be refused by nor disturb a capture.
+    /// allocation, an instantiation) must neither be refused by nor disturb a capture. Unsafe
+    /// calls the capture rules allowed run so too (see the domain module: they must not meet
+    /// a capture begun after the rules decided).
     pub(crate) fn relaxed<T>(&self, f: impl FnOnce() -> T) -> T {
-        match self.driver.exchange_capture_mode(CaptureErrorMode::Relaxed) {
-            Ok(previous) => {
-                let out = f();
-                if let Err(e) = self.driver.exchange_capture_mode(previous) {
-                    tracing::warn!(backend = self.name(), error = %e, "could not restore the capture mode");
-                }
-                out
-            }
-            Err(_) => f(),
-        }
+        relaxed_mode(&*self.driver, f)
     }
 
     pub(crate) fn captures(&self) -> MutexGuard<'_, Vec<Arc<CaptureEntry<D>>>> {
@@ -269,5 +262,19 @@ impl<D: Driver> Drop for Shared<D> {
             // pending memory: wait for the device before both go.
             let _ = self.driver.bind().and_then(|()| self.driver.synchronize());
         }
+    }
+}
+
+/// Runs `f` with the calling thread's capture mode exchanged for `Relaxed`, restoring it after.
+pub(crate) fn relaxed_mode<D: Driver, T>(driver: &D, f: impl FnOnce() -> T) -> T {
+    match driver.exchange_capture_mode(CaptureErrorMode::Relaxed) {
+        Ok(previous) => {
+            let out = f();
+            if let Err(e) = driver.exchange_capture_mode(previous) {
+                tracing::warn!(backend = D::KIND.name(), error = %e, "could not restore the capture mode");
+            }
+            out
+        }
+        Err(_) => f(),
     }
 }
