@@ -187,26 +187,39 @@ fn run(torch: &HashMap<String, f64>) -> Result<bool> {
     let raw = Raw::new();
     println!("bench: device {}", backend.capabilities().device_name);
 
-    // (a) host cost of replaying a 1-node graph.
+    // (a) host cost of replaying a 1-node graph. A third pass launches accel-graph's own
+    // executable with the raw call: it tells the library's host code (ours vs own-exec) from
+    // any difference between the two executables (own-exec vs raw).
     let mut g1 = ours_graph(&backend, &stream, &x, 1)?;
     let raw1 = raw.capture_instantiate(x.block().device_ptr(), s, 1);
+    let own1 = g1.executable()?.cu_graph_exec();
     const BATCH: usize = 64;
-    let (mut ours_a, mut raw_a) = (Vec::new(), Vec::new());
+    let (mut ours_a, mut raw_a, mut own_a) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..400 {
-        for pass in 0..2 {
+        for pass in 0..3 {
             sync(s);
             let t = Instant::now();
-            if (round + pass) % 2 == 0 {
-                for _ in 0..BATCH {
-                    g1.replay()?;
+            match (round + pass) % 3 {
+                0 => {
+                    for _ in 0..BATCH {
+                        g1.replay()?;
+                    }
+                    ours_a.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
                 }
-                ours_a.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
-            } else {
-                for _ in 0..BATCH {
-                    // SAFETY: instantiated exec, live stream.
-                    ok(unsafe { sys::cuGraphLaunch(raw1, s) }, "launch");
+                1 => {
+                    for _ in 0..BATCH {
+                        // SAFETY: instantiated exec, live stream.
+                        ok(unsafe { sys::cuGraphLaunch(raw1, s) }, "launch");
+                    }
+                    raw_a.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
                 }
-                raw_a.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
+                _ => {
+                    for _ in 0..BATCH {
+                        // SAFETY: g1's executable, alive while g1 is; live stream.
+                        ok(unsafe { sys::cuGraphLaunch(own1, s) }, "launch");
+                    }
+                    own_a.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
+                }
             }
         }
     }
@@ -214,6 +227,7 @@ fn run(torch: &HashMap<String, f64>) -> Result<bool> {
     // Warm-up rounds excluded.
     let ours_a = median(&mut ours_a[20..].to_vec());
     let raw_a = median(&mut raw_a[20..].to_vec());
+    let own_a = median(&mut own_a[20..].to_vec());
 
     // (b) capture + instantiate of 1000 kernels.
     let (mut ours_b, mut raw_b) = (Vec::new(), Vec::new());
@@ -430,6 +444,12 @@ fn run(torch: &HashMap<String, f64>) -> Result<bool> {
             (Some(e), Some(r)) => format!(", torch {:.1}x", e / r),
             _ => String::new(),
         }
+    );
+    println!(
+        "bench: (a) split: raw cuGraphLaunch of accel-graph's own executable {own_a:.1} ns: \
+         host code {:.1} ns per replay, executable difference {:.1} ns",
+        ours_a - own_a,
+        own_a - raw_a
     );
     println!(
         "bench: {}",

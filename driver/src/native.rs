@@ -249,7 +249,10 @@ macro_rules! native_capture_impl {
             ) -> $crate::DriverResult<()> {
                 // SAFETY: the stream is alive (the handle holds it).
                 let status = unsafe { $begin(stream.$raw_stream(), $modes.native(mode)) };
-                $check(status, $crate::native::call_name(stringify!($begin)))
+                $check(
+                    status,
+                    const { $crate::native::call_name(stringify!($begin)) },
+                )
             }
 
             unsafe fn end_capture(&self, stream: &$stream) -> $crate::DriverResult<$graph> {
@@ -257,7 +260,10 @@ macro_rules! native_capture_impl {
                 // SAFETY: ends the capture on its own stream; `graph` is a local out-parameter.
                 let status = unsafe { $end(stream.$raw_stream(), &mut graph) };
                 let graph = $graph::from_raw(graph);
-                $check(status, $crate::native::call_name(stringify!($end)))?;
+                $check(
+                    status,
+                    const { $crate::native::call_name(stringify!($end)) },
+                )?;
                 Ok(graph)
             }
 
@@ -268,7 +274,10 @@ macro_rules! native_capture_impl {
                 let mut raw = $modes.native(mode);
                 // SAFETY: exchanges this thread's mode with a local.
                 let status = unsafe { $exchange(&mut raw) };
-                $check(status, $crate::native::call_name(stringify!($exchange)))?;
+                $check(
+                    status,
+                    const { $crate::native::call_name(stringify!($exchange)) },
+                )?;
                 Ok($modes.api(raw))
             }
         }
@@ -290,7 +299,10 @@ macro_rules! native_launch_and_count {
             // SAFETY: live executable and stream (this method's contract: its captured memory
             // is alive).
             let status = unsafe { $launch(exec.raw, stream.$raw_stream()) };
-            $check(status, $crate::native::call_name(stringify!($launch)))
+            $check(
+                status,
+                const { $crate::native::call_name(stringify!($launch)) },
+            )
         }
 
         fn node_count(
@@ -300,16 +312,30 @@ macro_rules! native_launch_and_count {
             let mut count = 0usize;
             // SAFETY: counting query on a live graph (a null node array asks for the count).
             let status = unsafe { $nodes(graph.raw, ::std::ptr::null_mut(), &mut count) };
-            $check(status, $crate::native::call_name(stringify!($nodes)))?;
+            $check(
+                status,
+                const { $crate::native::call_name(stringify!($nodes)) },
+            )?;
             Ok(count)
         }
     };
 }
 
 /// The runtime function's own name in `path` (`sys::cuGraphLaunch` → `cuGraphLaunch`), for
-/// error messages.
-pub fn call_name(path: &'static str) -> &'static str {
-    path.rsplit("::").next().unwrap_or(path).trim()
+/// error messages. A `const fn`, so the macros above name their calls at compile time and a
+/// successful launch does no string work.
+pub const fn call_name(path: &'static str) -> &'static str {
+    let bytes = path.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b':' || bytes[i] == b' ' {
+            start = i + 1;
+        }
+        i += 1;
+    }
+    // `start` follows an ASCII byte, so it is a character boundary.
+    path.split_at(start).1
 }
 
 #[cfg(test)]

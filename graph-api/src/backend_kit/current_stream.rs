@@ -3,7 +3,6 @@
 use std::{
     any::Any,
     cell::RefCell,
-    collections::HashMap,
     rc::Rc,
     sync::{
         Arc, Weak,
@@ -13,14 +12,18 @@ use std::{
 
 /// One thread's current stream of one slot, with a way to tell that the slot is gone.
 struct Entry {
+    /// The slot's id.
+    id: u64,
     alive: Weak<()>,
     /// Shared (not boxed) so [`CurrentStream::with`] can hold it without holding the map.
     stream: Rc<dyn Any>,
 }
 
 thread_local! {
-    /// Current stream of this thread for each slot, keyed by slot id.
-    static CURRENT: RefCell<HashMap<u64, Entry>> = RefCell::new(HashMap::new());
+    /// Current stream of this thread for each slot that set one. A list, not a hash map: a
+    /// thread sees a handful of backend instances, and a short scan costs the replay fast path
+    /// less than hashing the id.
+    static CURRENT: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
 }
 
 static NEXT_SLOT: AtomicU64 = AtomicU64::new(1);
@@ -68,7 +71,12 @@ impl<S: Clone + 'static> CurrentStream<S> {
     /// a host callback run synchronously by a replay may switch streams.
     #[inline]
     pub fn with<R>(&self, f: impl FnOnce(&S) -> R) -> R {
-        let entry = CURRENT.with(|map| map.borrow().get(&self.id).map(|e| Rc::clone(&e.stream)));
+        let entry = CURRENT.with(|map| {
+            map.borrow()
+                .iter()
+                .find(|e| e.id == self.id)
+                .map(|e| Rc::clone(&e.stream))
+        });
         match entry.as_deref().and_then(|s| s.downcast_ref::<S>()) {
             Some(stream) => f(stream),
             None => f(&self.default),
@@ -85,19 +93,15 @@ impl<S: Clone + 'static> CurrentStream<S> {
         let previous = self.get();
         let purged: Vec<Entry> = CURRENT.with(|map| {
             let mut map = map.borrow_mut();
-            let dead: Vec<u64> = map
-                .iter()
-                .filter(|(_, e)| e.alive.strong_count() == 0)
-                .map(|(&id, _)| id)
-                .collect();
-            let purged = dead.iter().filter_map(|id| map.remove(id)).collect();
-            map.insert(
-                self.id,
-                Entry {
-                    alive: Arc::downgrade(&self.alive),
-                    stream: Rc::new(stream),
-                },
-            );
+            let (purged, kept): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut *map)
+                .into_iter()
+                .partition(|e| e.id == self.id || e.alive.strong_count() == 0);
+            *map = kept;
+            map.push(Entry {
+                id: self.id,
+                alive: Arc::downgrade(&self.alive),
+                stream: Rc::new(stream),
+            });
             purged
         });
         // Dropped outside the borrow: a stream's drop may reach back into this map.
@@ -115,7 +119,11 @@ impl<S> Drop for CurrentStream<S> {
     fn drop(&mut self) {
         // This thread's entry goes now; other threads purge theirs on their next `set`.
         let removed = CURRENT
-            .try_with(|map| map.borrow_mut().remove(&self.id))
+            .try_with(|map| {
+                let mut map = map.borrow_mut();
+                let at = map.iter().position(|e| e.id == self.id)?;
+                Some(map.swap_remove(at))
+            })
             .ok()
             .flatten();
         drop(removed);
