@@ -252,8 +252,14 @@ HIP_API shim_hipError_t hipStreamDestroy(shim_hipStream_t stream) {
     return rt(cudaStreamDestroy(S(stream)), "hipStreamDestroy");
 }
 
+// Stream waits and copies go to the driver API, the entry points the CUDA backend uses: through
+// the runtime (cudaMemcpyAsync of pageable memory, then cudaStreamSynchronize), libcuda was seen
+// to crash with SIGSEGV inside cuStreamSynchronize while other threads' global-mode captures
+// were being invalidated; the driver-API path runs the same workload cleanly.
 HIP_API shim_hipError_t hipStreamSynchronize(shim_hipStream_t stream) {
-    return rt(cudaStreamSynchronize(S(stream)), "hipStreamSynchronize");
+    shim_hipError_t e = ensure_context("hipStreamSynchronize");
+    if (e != SHIM_hipSuccess) return e;
+    return drv(cuStreamSynchronize(reinterpret_cast<CUstream>(stream)), "hipStreamSynchronize");
 }
 
 HIP_API shim_hipError_t hipStreamWaitEvent(shim_hipStream_t stream, shim_hipEvent_t event,
@@ -317,16 +323,24 @@ HIP_API shim_hipError_t hipFree(void* ptr) { return rt(cudaFree(ptr), "hipFree")
 
 HIP_API shim_hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, int kind,
                                        shim_hipStream_t stream) {
-    cudaMemcpyKind cuda_kind;
+    shim_hipError_t e = ensure_context("hipMemcpyAsync");
+    if (e != SHIM_hipSuccess) return e;
+    CUstream s = reinterpret_cast<CUstream>(stream);
+    CUdeviceptr d = reinterpret_cast<CUdeviceptr>(dst);
+    CUdeviceptr from = reinterpret_cast<CUdeviceptr>(src);
     switch (kind) {
-        case SHIM_hipMemcpyHostToHost: cuda_kind = cudaMemcpyHostToHost; break;
-        case SHIM_hipMemcpyHostToDevice: cuda_kind = cudaMemcpyHostToDevice; break;
-        case SHIM_hipMemcpyDeviceToHost: cuda_kind = cudaMemcpyDeviceToHost; break;
-        case SHIM_hipMemcpyDeviceToDevice: cuda_kind = cudaMemcpyDeviceToDevice; break;
-        case SHIM_hipMemcpyDefault: cuda_kind = cudaMemcpyDefault; break;
+        case SHIM_hipMemcpyHostToDevice:
+            return drv(cuMemcpyHtoDAsync(d, src, bytes, s), "hipMemcpyAsync");
+        case SHIM_hipMemcpyDeviceToHost:
+            return drv(cuMemcpyDtoHAsync(dst, from, bytes, s), "hipMemcpyAsync");
+        case SHIM_hipMemcpyDeviceToDevice:
+            return drv(cuMemcpyDtoDAsync(d, from, bytes, s), "hipMemcpyAsync");
+        // Unified addressing tells host from device pointers, as hipMemcpyDefault does.
+        case SHIM_hipMemcpyHostToHost:
+        case SHIM_hipMemcpyDefault:
+            return drv(cuMemcpyAsync(d, from, bytes, s), "hipMemcpyAsync");
         default: return SHIM_hipErrorInvalidValue;
     }
-    return rt(cudaMemcpyAsync(dst, src, bytes, cuda_kind, S(stream)), "hipMemcpyAsync");
 }
 
 HIP_API shim_hipError_t hipMemsetD32Async(void* dst, int value, size_t count,
