@@ -3,7 +3,9 @@
 # libamdhip64.so.5 and runs the HIP backend's test binaries staged by bundle-hip.sh against it.
 # This checks the backend's logic on a real GPU runtime (CUDA underneath), not on AMD hardware.
 #
-#   bash scripts/device/run-hip.sh        (logs go to $OUT, or ./hip-logs without it)
+#   bash scripts/device/run-hip.sh [test filter...]   (logs go to $OUT, or ./hip-logs)
+#
+# HIP_RUNNER="gdb -batch -ex run -ex bt --args" runs each test binary under that command.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-hip-logs}"
@@ -41,13 +43,18 @@ echo "imported: $(wc -l < "$bundle/hip-symbols.txt"), missing from the shim: ${m
     | tee -a "$out/shim-build.txt"
 
 export LD_LIBRARY_PATH="$shim_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The memory-safety cases at the size the reliability figures quote.
+export ACCEL_GRAPH_CONFORMANCE_REPETITIONS=${ACCEL_GRAPH_CONFORMANCE_REPETITIONS:-1000}
+export ACCEL_GRAPH_CONFORMANCE_LIFETIMES=${ACCEL_GRAPH_CONFORMANCE_LIFETIMES:-10000}
+export ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES=${ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES:-1000}
+export ACCEL_GRAPH_TORCH_REPLAYS=${ACCEL_GRAPH_TORCH_REPLAYS:-1000}
 status=0
 for name in unavailable conformance; do
     exe="$bundle/bin/$name"
     [ -x "$exe" ] || { echo "missing $exe" | tee -a "$out/$name.txt"; status=1; continue; }
     echo "== $name (LD_LIBRARY_PATH=$shim_dir)" | tee "$out/$name.txt"
     ldd "$exe" | grep amdhip | tee -a "$out/$name.txt"
-    timeout 240 "$exe" --test-threads=1 "$@" 2>&1 | tee -a "$out/$name.txt"
+    timeout 420 ${HIP_RUNNER:-} "$exe" --test-threads=1 "$@" 2>&1 | tee -a "$out/$name.txt"
     rc=${PIPESTATUS[0]}
     echo "== $name exit status $rc" | tee -a "$out/$name.txt"
     [ "$rc" = 0 ] || status=1
