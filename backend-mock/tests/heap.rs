@@ -8,65 +8,23 @@
 //! bytes a backend), far above the allowance for noise.
 
 use std::{
-    alloc::{GlobalAlloc, Layout, System},
-    sync::{
-        Mutex,
-        atomic::{AtomicIsize, Ordering},
-        mpsc,
-    },
+    alloc::System,
+    sync::{Mutex, mpsc},
 };
+
+use cap::Cap;
 
 use accel_graph_api::prelude::*;
 use accel_graph_mock::MockBackend;
 
 /// Counts the bytes of live heap allocations, process-wide.
-struct Counting;
-
-static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
-
-fn count(delta: isize) {
-    LIVE_BYTES.fetch_add(delta, Ordering::Relaxed);
-}
-
-// SAFETY: every call is forwarded to the system allocator with the caller's arguments, whose
-// contracts are the same; the counting touches no memory of the allocation.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded with the caller's (valid, non-zero-size) layout.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            count(layout.size() as isize);
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as `alloc`.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            count(layout.size() as isize);
-        }
-        ptr
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` (through this allocator) with `layout`.
-        unsafe { System.dealloc(ptr, layout) };
-        count(-(layout.size() as isize));
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as `dealloc` for `ptr` and `layout`; `new_size` is the caller's.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            count(new_size as isize - layout.size() as isize);
-        }
-        new
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: Cap<System> = Cap::new(System, usize::MAX);
+
+/// Live heap bytes now.
+fn live_bytes() -> isize {
+    GLOBAL.allocated() as isize
+}
 
 /// One measurement at a time: the counter is process-wide.
 static MEASURING: Mutex<()> = Mutex::new(());
@@ -80,9 +38,9 @@ const ALLOWANCE: isize = 256 * 1024;
 fn growth(warmup: impl FnOnce(), work: impl FnOnce()) -> isize {
     let _one_at_a_time = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     warmup();
-    let before = LIVE_BYTES.load(Ordering::SeqCst);
+    let before = live_bytes();
     work();
-    LIVE_BYTES.load(Ordering::SeqCst) - before
+    live_bytes() - before
 }
 
 /// Streams made and dropped return all their memory (the mock used to keep every stream's

@@ -5,63 +5,22 @@
 //! against (every cache's two streams kept by the mock for good: about 100 bytes a cache, 10 MB
 //! over 100,000 caches) would be megabytes, far above the allowance for noise.
 
-use std::{
-    alloc::{GlobalAlloc, Layout, System},
-    sync::atomic::{AtomicIsize, Ordering},
-};
+use std::alloc::System;
+
+use cap::Cap;
 
 use accel_graph_api::{PortableOps, Result, prelude::*};
 use accel_graph_mock::MockBackend;
 use accel_graph_utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes};
 
 /// Counts the bytes of live heap allocations, process-wide.
-struct Counting;
-
-static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
-
-fn count(delta: isize) {
-    LIVE_BYTES.fetch_add(delta, Ordering::Relaxed);
-}
-
-// SAFETY: every call is forwarded to the system allocator with the caller's arguments, whose
-// contracts are the same; the counting touches no memory of the allocation.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded with the caller's (valid, non-zero-size) layout.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            count(layout.size() as isize);
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as `alloc`.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            count(layout.size() as isize);
-        }
-        ptr
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` (through this allocator) with `layout`.
-        unsafe { System.dealloc(ptr, layout) };
-        count(-(layout.size() as isize));
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as `dealloc` for `ptr` and `layout`; `new_size` is the caller's.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            count(new_size as isize - layout.size() as isize);
-        }
-        new
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: Cap<System> = Cap::new(System, usize::MAX);
+
+/// Live heap bytes now.
+fn live_bytes() -> isize {
+    GLOBAL.allocated() as isize
+}
 
 /// Growth of the live heap allowed: noise, far below the leak guarded against.
 const ALLOWANCE: isize = 256 * 1024;
@@ -96,9 +55,9 @@ fn bucketed_caches_made_and_dropped_keep_no_memory() -> Result<()> {
         Ok(())
     };
     make_and_drop(100)?;
-    let before = LIVE_BYTES.load(Ordering::SeqCst);
+    let before = live_bytes();
     make_and_drop(CACHES)?;
-    let grown = LIVE_BYTES.load(Ordering::SeqCst) - before;
+    let grown = live_bytes() - before;
     assert!(
         grown < ALLOWANCE,
         "{CACHES} bucketed caches made and dropped left {grown} bytes on the heap"
