@@ -157,6 +157,24 @@ impl<B: Backend> Machine<'_, B> {
 
     /// Counts a foreign buffer that sits at an address of a buffer of the instance it was
     /// given to (the collision identity by address alone would miss).
+    /// Checks that `result` refused a buffer of the other instance (`call` names the call in
+    /// a failure), then counts a collision if that buffer sat at `address`, an address of
+    /// instance `on`'s own. `held` is the lock on the buffer's slot (or slots): released
+    /// before the count, which looks at every slot.
+    fn refused_foreign<T: std::fmt::Debug, H>(
+        &self,
+        result: accel_graph_api::Result<T>,
+        held: H,
+        on: usize,
+        address: u64,
+        call: &str,
+    ) -> CaseResult {
+        expect_err!(result, GraphError::ForeignObject { what: "buffer" }, call);
+        drop(held);
+        self.note_collision(on, address);
+        Ok(())
+    }
+
     fn note_collision(&self, on: usize, foreign: u64) {
         let collides = self.buffers.iter().any(|slot| {
             lock(slot)
@@ -685,13 +703,14 @@ impl<B: Backend> Machine<'_, B> {
             .find(|(i, _)| *i != on)
             .map(|(_, buffer)| buffer.device_address());
         if let Some(address) = foreign {
-            expect_err!(
-                run(),
-                GraphError::ForeignObject { what: "buffer" },
-                "an op on a buffer of the other instance"
-            );
-            drop((x_slot, y_slot));
-            self.note_collision(on, address);
+            let refused = run();
+            self.refused_foreign(
+                refused,
+                (x_slot, y_slot),
+                on,
+                address,
+                "an op on a buffer of the other instance",
+            )?;
             return Ok(Step::Checked);
         }
         let capture = match self.model.on_current(on) {
@@ -735,13 +754,14 @@ impl<B: Backend> Machine<'_, B> {
         if *xi != on {
             // Refused before the capture rules: it disturbs nothing.
             let address = x.device_address();
-            expect_err!(
-                b.download(x),
-                GraphError::ForeignObject { what: "buffer" },
-                "download of a buffer of the other instance"
-            );
-            drop(slot);
-            self.note_collision(on, address);
+            let refused = b.download(x);
+            self.refused_foreign(
+                refused,
+                slot,
+                on,
+                address,
+                "download of a buffer of the other instance",
+            )?;
             return Ok(Step::Checked);
         }
         match self.model.unsafe_call_forbidden() {
@@ -896,13 +916,13 @@ impl<B: Backend> Machine<'_, B> {
             );
         } else if *xi != on {
             let address = x.device_address();
-            expect_err!(
+            self.refused_foreign(
                 result,
-                GraphError::ForeignObject { what: "buffer" },
-                "a graphed call with a buffer of the other instance"
-            );
-            drop(guard);
-            self.note_collision(on, address);
+                guard,
+                on,
+                address,
+                "a graphed call with a buffer of the other instance",
+            )?;
         } else {
             let got = result.ctx("graphed call")?.ctx("download of the output")?;
             self.doubled(on, x, got, "graphed call")?;
@@ -941,13 +961,13 @@ impl<B: Backend> Machine<'_, B> {
         } else if *xi != on {
             // A first load allocates, then refuses the copy: nothing is registered.
             let address = x.device_address();
-            expect_err!(
+            self.refused_foreign(
                 result,
-                GraphError::ForeignObject { what: "buffer" },
-                "a load of a buffer of the other instance"
-            );
-            drop(guard);
-            self.note_collision(on, address);
+                guard,
+                on,
+                address,
+                "a load of a buffer of the other instance",
+            )?;
         } else {
             result.ctx("load")?;
             let statics = &loader.buffers(stage_id)[microbatch][0];
@@ -991,13 +1011,13 @@ impl<B: Backend> Machine<'_, B> {
         }
         if *xi != on {
             let address = x.device_address();
-            expect_err!(
+            self.refused_foreign(
                 result,
-                GraphError::ForeignObject { what: "buffer" },
-                "a bucketed run on a buffer of the other instance"
-            );
-            drop(guard);
-            self.note_collision(on, address);
+                guard,
+                on,
+                address,
+                "a bucketed run on a buffer of the other instance",
+            )?;
         } else {
             let got = result.ctx("bucketed run")?;
             self.doubled(on, x, got, "bucketed run")?;
