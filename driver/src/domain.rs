@@ -33,7 +33,7 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex, OnceLock, RwLock, Weak,
+        Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, Weak,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
 };
@@ -96,27 +96,19 @@ impl Domain {
     }
 
     /// Runs `f` (a device-wide call the rules allowed, checked inside `f`) while no capture of
-    /// the domain can begin. Inside a host callback the lock is not taken: the callback may be
-    /// what a wait holding it waits for, and the driver refuses such calls there anyway.
+    /// the domain can begin (outside host callbacks: see [`Domain::read_gate`]).
     pub(crate) fn excluding_capture_begins<T>(&self, f: impl FnOnce() -> T) -> T {
-        if in_host_callback() {
-            return f();
-        }
-        let _read = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let _read = self.read_gate();
         f()
     }
 
     /// A capture counted by [`Domain::capture_starting`] is over: when it was the last one,
     /// the deferred frees run.
     pub(crate) fn capture_ended(&self) {
-        if in_host_callback() {
-            // No lock here (see `free`); nothing to flush either: a callback frees nothing.
-            let previous = self.captures.fetch_sub(1, Ordering::AcqRel);
-            debug_assert!(previous > 0, "capture_ended without capture_starting");
-            return;
-        }
         {
-            let _write = self.gate.write().unwrap_or_else(|e| e.into_inner());
+            // Not locked in a host callback (see `read_gate`): there the count only goes down.
+            let _write =
+                (!in_host_callback()).then(|| self.gate.write().unwrap_or_else(|e| e.into_inner()));
             let previous = self.captures.fetch_sub(1, Ordering::AcqRel);
             debug_assert!(previous > 0, "capture_ended without capture_starting");
         }
@@ -128,18 +120,22 @@ impl Domain {
         self.captures.load(Ordering::Acquire) > 0
     }
 
-    /// Runs `free` now if no capture runs and the thread is not in a host callback (where no
-    /// runtime call may be made); else when the last capture ends, or at the next
-    /// [`Domain::flush`] outside a callback. Returns true when it ran now.
+    /// The gate's read lock, except inside a host callback (`None`), where no runtime call
+    /// may be made anyway: a wait holding the read lock may be waiting for that very
+    /// callback, and a capture queued for the write lock would block a read there.
+    fn read_gate(&self) -> Option<RwLockReadGuard<'_, ()>> {
+        (!in_host_callback()).then(|| self.gate.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Runs `free` now if no capture runs and the thread is not in a host callback; else when
+    /// the last capture ends, or at the next [`Domain::flush`] outside a callback. Returns
+    /// true when it ran now.
     pub(crate) fn free(&self, free: impl FnOnce() + Send + 'static) -> bool {
-        // Checked before the lock: a wait holding the read lock may be waiting for this very
-        // callback, and a capture queued for the write lock would block the read here.
-        if !in_host_callback() {
-            let _read = self.gate.read().unwrap_or_else(|e| e.into_inner());
-            if self.captures.load(Ordering::Acquire) == 0 {
-                free();
-                return true;
-            }
+        if let Some(_read) = self.read_gate()
+            && self.captures.load(Ordering::Acquire) == 0
+        {
+            free();
+            return true;
         }
         self.deferred
             .lock()
@@ -151,10 +147,12 @@ impl Domain {
 
     /// Runs the deferred frees if no capture runs (and the thread is not in a host callback).
     pub(crate) fn flush(&self) {
-        if !self.has_deferred.load(Ordering::Acquire) || in_host_callback() {
+        if !self.has_deferred.load(Ordering::Acquire) {
             return;
         }
-        let _read = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let Some(_read) = self.read_gate() else {
+            return;
+        };
         if self.captures.load(Ordering::Acquire) > 0 {
             return;
         }
