@@ -116,7 +116,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // captures on its stream are begun through the backend.
     let blas = CudaBlas::new(unsafe { backend.current_cuda_stream() })?;
     // A fixed workspace, so cuBLAS never allocates during the capture.
-    let workspace = backend.alloc(8 << 20)?;
+    let workspace = backend.alloc::<f32>(8 << 20)?;
     // SAFETY: the workspace buffer outlives every use of the handle below.
     unsafe {
         blas::cublasSetWorkspace_v2(

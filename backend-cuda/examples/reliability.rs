@@ -281,7 +281,7 @@ fn host_callback_frees(b: &CudaBackend) -> Result<String, String> {
         Arc::new(move || drop(slot.lock().unwrap_or_else(|p| p.into_inner()).take()))
     };
     let stream = b.new_stream().map_err(e)?;
-    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(b.alloc(BYTES / 4).map_err(e)?);
+    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(b.alloc::<f32>(BYTES / 4).map_err(e)?);
     {
         let _current = b.use_stream(&stream).map_err(e)?;
         b.host_callback(dropper.clone()).map_err(e)?;
@@ -330,7 +330,7 @@ fn sticky_fault(b: &CudaBackend) -> Result<String, String> {
     let mut named = Vec::new();
     let results: Vec<(&str, Result<(), GraphError>)> = vec![
         ("synchronize", sync),
-        ("alloc", b.alloc(16).map(drop)),
+        ("alloc", b.alloc::<f32>(16).map(drop)),
         ("add_scalar", b.add_scalar(&x, 1.0)),
         ("replay", {
             let _s = b.use_stream(&stream).map_err(e)?;

@@ -43,11 +43,17 @@ impl DriverMemory for CudaDevice {
         block.ptr
     }
 
-    unsafe fn upload(&self, dst: &CuBlock, src: &[u8], stream: &CuStream) -> DriverResult<()> {
+    unsafe fn upload(
+        &self,
+        dst: &CuBlock,
+        offset: usize,
+        src: &[u8],
+        stream: &CuStream,
+    ) -> DriverResult<()> {
         if !src.is_empty() {
-            // SAFETY: `dst` is live and holds at least `src.len()` bytes (this method's
-            // contract), and `src` outlives the synchronization below.
-            unsafe { result::memcpy_htod_async(dst.ptr, src, stream.cu_stream()) }
+            // SAFETY: `dst` is live and holds the `src.len()` bytes from `offset` on (this
+            // method's contract), and `src` outlives the synchronization below.
+            unsafe { result::memcpy_htod_async(dst.ptr + offset as u64, src, stream.cu_stream()) }
                 .map_err(|e| from_cudarc(e, "cuMemcpyHtoDAsync"))?;
         }
         self.stream_synchronize(stream)
@@ -56,13 +62,14 @@ impl DriverMemory for CudaDevice {
     unsafe fn download(
         &self,
         src: &CuBlock,
+        offset: usize,
         dst: &mut [u8],
         stream: &CuStream,
     ) -> DriverResult<()> {
         if !dst.is_empty() {
-            // SAFETY: `src` is live and holds at least `dst.len()` bytes (this method's
-            // contract), and `dst` outlives the synchronization below.
-            unsafe { result::memcpy_dtoh_async(dst, src.ptr, stream.cu_stream()) }
+            // SAFETY: `src` is live and holds the `dst.len()` bytes from `offset` on (this
+            // method's contract), and `dst` outlives the synchronization below.
+            unsafe { result::memcpy_dtoh_async(dst, src.ptr + offset as u64, stream.cu_stream()) }
                 .map_err(|e| from_cudarc(e, "cuMemcpyDtoHAsync"))?;
         }
         self.stream_synchronize(stream)

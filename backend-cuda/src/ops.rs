@@ -201,27 +201,21 @@ impl DriverOps for CudaDevice {
         let s = stream.cu_stream();
         let scalar = op.scalar();
         let (out, input) = op.operands();
-        let input_ptr = input.map_or(0, |x| x.block.device_ptr());
+        // A region's elements start `offset` elements into its block.
+        let out_ptr = out.block.device_ptr() + out.byte_offset() as u64;
+        let input_ptr = input.map_or(0, |x| x.block.device_ptr() + x.byte_offset() as u64);
         match Lowering::of(&op, KERNELS.iter().map(|k| k.op))? {
             Lowering::Memset => {
-                // SAFETY: the block is live and holds `len` 32-bit elements (this method's
-                // contract).
-                let rc = unsafe {
-                    sys::cuMemsetD32Async(out.block.device_ptr(), scalar.to_bits(), out.len, s)
-                };
+                // SAFETY: the block is live and holds the region's 32-bit elements (this
+                // method's contract).
+                let rc = unsafe { sys::cuMemsetD32Async(out_ptr, scalar.to_bits(), out.len, s) };
                 check(rc, "cuMemsetD32Async")
             }
             Lowering::Memcpy => {
                 // SAFETY: both blocks are live and hold `len` elements (this method's
                 // contract: regions lie inside their blocks, operand lengths are equal).
-                let rc = unsafe {
-                    sys::cuMemcpyDtoDAsync_v2(
-                        out.block.device_ptr(),
-                        input_ptr,
-                        out.len.saturating_mul(4),
-                        s,
-                    )
-                };
+                let rc =
+                    unsafe { sys::cuMemcpyDtoDAsync_v2(out_ptr, input_ptr, out.num_bytes(), s) };
                 check(rc, "cuMemcpyDtoDAsync")
             }
             Lowering::Kernel(row) => {
@@ -230,7 +224,7 @@ impl DriverOps for CudaDevice {
                 unsafe {
                     launch(
                         self.kernels.functions[row],
-                        out.block.device_ptr(),
+                        out_ptr,
                         input_ptr,
                         scalar,
                         out.len,

@@ -50,18 +50,32 @@ impl DriverMemory for HipDevice {
         block.ptr as u64
     }
 
-    unsafe fn upload(&self, dst: &HBlock, src: &[u8], stream: &HStream) -> DriverResult<()> {
+    unsafe fn upload(
+        &self,
+        dst: &HBlock,
+        offset: usize,
+        src: &[u8],
+        stream: &HStream,
+    ) -> DriverResult<()> {
         let kind = ffi::hipMemcpyKind::hipMemcpyHostToDevice;
-        // SAFETY: `dst` is live and holds at least `src.len()` bytes (this method's contract),
-        // and `src` outlives the synchronization in `copy_and_wait`.
-        unsafe { self.copy_and_wait(dst.ptr, src.as_ptr().cast(), src.len(), kind, stream) }
+        let at = dst.ptr.wrapping_byte_add(offset);
+        // SAFETY: `dst` is live and holds the `src.len()` bytes from `offset` on (this
+        // method's contract), and `src` outlives the synchronization in `copy_and_wait`.
+        unsafe { self.copy_and_wait(at, src.as_ptr().cast(), src.len(), kind, stream) }
     }
 
-    unsafe fn download(&self, src: &HBlock, dst: &mut [u8], stream: &HStream) -> DriverResult<()> {
+    unsafe fn download(
+        &self,
+        src: &HBlock,
+        offset: usize,
+        dst: &mut [u8],
+        stream: &HStream,
+    ) -> DriverResult<()> {
         let kind = ffi::hipMemcpyKind::hipMemcpyDeviceToHost;
-        // SAFETY: `src` is live and holds at least `dst.len()` bytes (this method's contract),
-        // and `dst` outlives the synchronization in `copy_and_wait`.
-        unsafe { self.copy_and_wait(dst.as_mut_ptr().cast(), src.ptr, dst.len(), kind, stream) }
+        let at = src.ptr.wrapping_byte_add(offset);
+        // SAFETY: `src` is live and holds the `dst.len()` bytes from `offset` on (this
+        // method's contract), and `dst` outlives the synchronization in `copy_and_wait`.
+        unsafe { self.copy_and_wait(dst.as_mut_ptr().cast(), at, dst.len(), kind, stream) }
     }
 }
 

@@ -295,14 +295,18 @@ impl DriverOps for HipDevice {
     ) -> DriverResult<()> {
         let scalar = op.scalar();
         let (out, input) = op.operands();
-        let input_ptr = input.map_or(std::ptr::null_mut(), |x| x.block.device_ptr());
+        // A region's elements start `offset` elements into its block.
+        let out_ptr = out.block.device_ptr().wrapping_byte_add(out.byte_offset());
+        let input_ptr = input.map_or(std::ptr::null_mut(), |x| {
+            x.block.device_ptr().wrapping_byte_add(x.byte_offset())
+        });
         match Lowering::of(&op, KERNELS.iter().map(|k| k.op))? {
             Lowering::Memset => {
                 // SAFETY: the block is live and holds `len` 32-bit elements (this method's
                 // contract); the pattern is the value's bits.
                 let err = unsafe {
                     ffi::hipMemsetD32Async(
-                        out.block.device_ptr(),
+                        out_ptr,
                         scalar.to_bits() as i32,
                         out.len,
                         stream.raw(),
@@ -315,9 +319,9 @@ impl DriverOps for HipDevice {
                 // contract: regions lie inside their blocks, operand lengths are equal).
                 let err = unsafe {
                     ffi::hipMemcpyAsync(
-                        out.block.device_ptr(),
+                        out_ptr,
                         input_ptr,
-                        out.len.saturating_mul(4),
+                        out.num_bytes(),
                         ffi::hipMemcpyKind::hipMemcpyDeviceToDevice,
                         stream.raw(),
                     )
@@ -336,7 +340,7 @@ impl DriverOps for HipDevice {
                 unsafe {
                     launch(
                         f,
-                        out.block.device_ptr(),
+                        out_ptr,
                         input_ptr,
                         scalar,
                         out.len,

@@ -170,10 +170,10 @@ impl DriverMemory for HipDevice {
     fn block_address(&self, block: &HBlock) -> u64 {
         match block.never {}
     }
-    unsafe fn upload(&self, _: &HBlock, _: &[u8], _: &HStream) -> DriverResult<()> {
+    unsafe fn upload(&self, _: &HBlock, _: usize, _: &[u8], _: &HStream) -> DriverResult<()> {
         match self.never {}
     }
-    unsafe fn download(&self, _: &HBlock, _: &mut [u8], _: &HStream) -> DriverResult<()> {
+    unsafe fn download(&self, _: &HBlock, _: usize, _: &mut [u8], _: &HStream) -> DriverResult<()> {
         match self.never {}
     }
 }

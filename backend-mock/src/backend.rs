@@ -76,12 +76,12 @@ impl MockBackend {
     /// use accel_graph_mock::{FaultSite, MockBackend};
     /// let backend = MockBackend::new();
     /// backend.inject_fault(FaultSite::Alloc, 2);
-    /// assert!(backend.alloc(1).is_ok());
+    /// assert!(backend.alloc::<f32>(1).is_ok());
     /// assert!(matches!(
-    ///     backend.alloc(1),
+    ///     backend.alloc::<f32>(1),
     ///     Err(GraphError::InjectedFault { operation: "alloc", count: 2 })
     /// ));
-    /// assert!(backend.alloc(1).is_ok()); // once only
+    /// assert!(backend.alloc::<f32>(1).is_ok()); // once only
     /// ```
     pub fn inject_fault(&self, site: FaultSite, nth: u64) {
         self.driver().faults.arm(site, nth)

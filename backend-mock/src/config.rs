@@ -10,8 +10,8 @@
 ///     memory_capacity: Some(4096),
 ///     ..MockConfig::default()
 /// })?;
-/// assert_eq!(backend.alloc(4)?.device_address(), 0x1000);
-/// assert!(matches!(backend.alloc(2048), Err(GraphError::OutOfMemory { .. })));
+/// assert_eq!(backend.alloc::<f32>(4)?.device_address(), 0x1000);
+/// assert!(matches!(backend.alloc::<f32>(2048), Err(GraphError::OutOfMemory { .. })));
 /// // An address space that cannot hold an allocation is refused up front.
 /// assert!(MockBackend::with_config(MockConfig { base_address: u64::MAX, ..MockConfig::default() }).is_err());
 /// # Ok::<(), GraphError>(())

@@ -155,16 +155,50 @@ impl AddressSpace {
     }
 }
 
-fn write_bytes(cells: &[AtomicU32], src: &[u8]) {
-    for (cell, chunk) in cells.iter().zip(src.chunks_exact(4)) {
-        let bits = u32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-        cell.store(bits, Ordering::Relaxed);
+/// Writes `src` at byte `offset` of `cells`. Whole cells are stored; a cell the range covers
+/// only in part is updated atomically, so a concurrent writer of its other bytes (another view
+/// of the block) keeps its bytes, as a GPU's byte-addressed memory would.
+pub(crate) fn write_bytes(cells: &[AtomicU32], offset: usize, src: &[u8]) {
+    let (mut at, mut rest) = (offset, src);
+    while !rest.is_empty() {
+        let (index, within) = (at / 4, at % 4);
+        let Some(cell) = cells.get(index) else {
+            return;
+        };
+        let (head, tail) = rest.split_at(rest.len().min(4usize.saturating_sub(within)));
+        match <[u8; 4]>::try_from(head) {
+            Ok(whole) => cell.store(u32::from_ne_bytes(whole), Ordering::Relaxed),
+            Err(_) => {
+                let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                    let mut bytes = old.to_ne_bytes();
+                    for (b, &v) in bytes.iter_mut().skip(within).zip(head) {
+                        *b = v;
+                    }
+                    Some(u32::from_ne_bytes(bytes))
+                });
+            }
+        }
+        at = at.saturating_add(head.len());
+        rest = tail;
     }
 }
 
-fn read_bytes(cells: &[AtomicU32], dst: &mut [u8]) {
-    for (cell, chunk) in cells.iter().zip(dst.chunks_exact_mut(4)) {
-        chunk.copy_from_slice(&cell.load(Ordering::Relaxed).to_ne_bytes());
+/// Reads bytes `offset .. offset + dst.len()` of `cells` into `dst`.
+pub(crate) fn read_bytes(cells: &[AtomicU32], offset: usize, dst: &mut [u8]) {
+    let (mut at, mut rest) = (offset, dst);
+    while !rest.is_empty() {
+        let (index, within) = (at / 4, at % 4);
+        let Some(cell) = cells.get(index) else {
+            return;
+        };
+        let n = rest.len().min(4usize.saturating_sub(within));
+        let (head, tail) = rest.split_at_mut(n);
+        let bytes = cell.load(Ordering::Relaxed).to_ne_bytes();
+        for (d, &b) in head.iter_mut().zip(bytes.iter().skip(within)) {
+            *d = b;
+        }
+        at = at.saturating_add(n);
+        rest = tail;
     }
 }
 
@@ -205,22 +239,24 @@ impl DriverMemory for MockDevice {
     unsafe fn upload(
         &self,
         dst: &Arc<MockBlock>,
+        offset: usize,
         src: &[u8],
         stream: &Arc<MockStreamState>,
     ) -> DriverResult<()> {
         self.check_can_wait(stream, "upload")?;
-        write_bytes(&dst.cells, src);
+        write_bytes(&dst.cells, offset, src);
         Ok(())
     }
 
     unsafe fn download(
         &self,
         src: &Arc<MockBlock>,
+        offset: usize,
         dst: &mut [u8],
         stream: &Arc<MockStreamState>,
     ) -> DriverResult<()> {
         self.check_can_wait(stream, "download")?;
-        read_bytes(&src.cells, dst);
+        read_bytes(&src.cells, offset, dst);
         Ok(())
     }
 }

@@ -22,24 +22,37 @@ use crate::{
     stream::MockStreamState,
 };
 
-/// The elements an op touches: the first `len` of a block.
+/// The `f32` elements an op touches: `len` of a block from element `offset` on.
 #[derive(Clone)]
 pub(crate) struct Cells {
-    block: Arc<MockBlock>,
-    len: usize,
+    pub(crate) block: Arc<MockBlock>,
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
 }
 
 impl Cells {
-    /// The elements; `len` is within the block (the driver layer guarantees it).
+    /// The elements; the range is within the block (the driver layer guarantees it).
     #[inline]
     fn get(&self) -> &[AtomicU32] {
-        &self.block.cells[..self.len.min(self.block.cells.len())]
+        let cells = &self.block.cells;
+        let start = self.offset.min(cells.len());
+        &cells[start..start + self.len.min(cells.len() - start)]
     }
 }
 
 impl std::fmt::Display for Cells {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:#x}[{}]", self.block.address(), self.len)
+        if self.offset == 0 {
+            write!(f, "{:#x}[{}]", self.block.address(), self.len)
+        } else {
+            write!(
+                f,
+                "{:#x}[{}..{}]",
+                self.block.address(),
+                self.offset,
+                self.offset + self.len
+            )
+        }
     }
 }
 
@@ -237,6 +250,7 @@ impl DriverOps for MockDevice {
     ) -> DriverResult<()> {
         let op = op.map(|r| Cells {
             block: Arc::clone(r.block),
+            offset: r.offset,
             len: r.len,
         });
         self.issue(stream, MockCommand::Op(op))
@@ -264,6 +278,7 @@ mod tests {
         }
         Cells {
             len: v.len(),
+            offset: 0,
             block,
         }
     }

@@ -18,12 +18,12 @@ fn a_host_callback_may_use_the_backend() -> Result<()> {
     let (b2, x2) = (b.clone(), Arc::clone(&x));
     b.capture_on(&s, &mut g, || {
         b.host_callback(Arc::new(move || {
-            b2.add_scalar(&x2, 1.0).unwrap();
+            b2.add_scalar(&*x2, 1.0).unwrap();
         }))
     })?;
     g.replay()?;
     g.replay()?;
-    assert_eq!(b.download(&x)?, vec![2.0]);
+    assert_eq!(b.download(&*x)?, vec![2.0]);
     Ok(())
 }
 
@@ -73,7 +73,7 @@ fn a_refused_allocation_never_fails_a_concurrent_small_one() {
         scope.spawn(|| {
             while done.load(Ordering::Acquire) < THREADS {
                 // 2^28 elements: 1 GiB, four times the whole device.
-                match b.alloc(1 << 28) {
+                match b.alloc::<f32>(1 << 28) {
                     Err(GraphError::OutOfMemory { .. }) => {
                         refused_big.fetch_add(1, Ordering::Relaxed);
                     }
@@ -84,7 +84,7 @@ fn a_refused_allocation_never_fails_a_concurrent_small_one() {
         for _ in 0..THREADS {
             scope.spawn(|| {
                 for _ in 0..SMALL_ALLOCATIONS {
-                    if b.alloc(16).is_err() {
+                    if b.alloc::<f32>(16).is_err() {
                         failed_small.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -161,7 +161,7 @@ fn unsafe_calls_and_frees_never_meet_a_capture_at_the_device() -> Result<()> {
                 while done.load(Ordering::Acquire) < CAPTURERS {
                     let _s = b.use_stream(&stream)?;
                     let calls: [Result<()>; 6] = [
-                        b.alloc(64).map(drop),
+                        b.alloc::<f32>(64).map(drop),
                         b.stream_synchronize(&stream),
                         b.alloc_from(&[1.0; 16])
                             .and_then(|y| b.download(&y))

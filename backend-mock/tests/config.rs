@@ -27,7 +27,7 @@ fn addresses_start_at_the_base_and_are_aligned() -> Result<()> {
         base_address: 0x1001,
         ..MockConfig::default()
     })?;
-    let (x, y) = (b.alloc(3)?, b.alloc(1)?);
+    let (x, y) = (b.alloc::<f32>(3)?, b.alloc::<f32>(1)?);
     assert_eq!(
         x.device_address(),
         0x1001_u64.next_multiple_of(ADDRESS_ALIGNMENT)
@@ -44,9 +44,9 @@ fn the_capacity_limits_memory_and_a_refused_allocation_holds_nothing() -> Result
         memory_capacity: Some(1024),
         ..MockConfig::default()
     })?;
-    let x = b.alloc(200)?; // 800 bytes
+    let x = b.alloc::<f32>(200)?; // 800 bytes
     assert!(matches!(
-        b.alloc(100),
+        b.alloc::<f32>(100),
         Err(GraphError::OutOfMemory {
             backend: "mock",
             ..
@@ -54,7 +54,7 @@ fn the_capacity_limits_memory_and_a_refused_allocation_holds_nothing() -> Result
     ));
     assert_eq!(b.memory_stats().live_buffers, 1);
     drop(x);
-    b.alloc(256)?; // the whole capacity is free again
+    b.alloc::<f32>(256)?; // the whole capacity is free again
     Ok(())
 }
 
@@ -62,11 +62,11 @@ fn the_capacity_limits_memory_and_a_refused_allocation_holds_nothing() -> Result
 fn huge_allocations_fail_cleanly() {
     let b = MockBackend::new();
     assert!(matches!(
-        b.alloc(usize::MAX),
+        b.alloc::<f32>(usize::MAX),
         Err(GraphError::OutOfMemory { .. })
     ));
     assert!(matches!(
-        b.alloc(usize::MAX / 8),
+        b.alloc::<f32>(usize::MAX / 8),
         Err(GraphError::OutOfMemory { .. })
     ));
     assert_eq!(b.memory_stats(), MemoryStats::default());
@@ -78,12 +78,12 @@ fn poisoned_memory_reads_nan_until_written() -> Result<()> {
         poison_new_memory: true,
         ..MockConfig::default()
     })?;
-    let x = b.alloc(4)?;
+    let x = b.alloc::<f32>(4)?;
     assert!(b.download(&x)?.iter().all(|v| v.is_nan()));
     b.fill(&x, 0.5)?;
     assert_eq!(b.download(&x)?, vec![0.5; 4]);
     let plain = MockBackend::new();
-    assert_eq!(plain.download(&plain.alloc(2)?)?, vec![0.0; 2]);
+    assert_eq!(plain.download(&plain.alloc::<f32>(2)?)?, vec![0.0; 2]);
     Ok(())
 }
 
@@ -104,10 +104,10 @@ fn instances_of_one_shared_device_share_capture_rules() -> Result<()> {
     assert!(!elsewhere.any_capture_active() && !own.any_capture_active());
     std::thread::scope(|scope| {
         scope.spawn(|| {
-            assert!(elsewhere.alloc(4).is_ok());
-            assert!(own.alloc(4).is_ok());
+            assert!(elsewhere.alloc::<f32>(4).is_ok());
+            assert!(own.alloc::<f32>(4).is_ok());
             assert!(matches!(
-                same.alloc(4),
+                same.alloc::<f32>(4),
                 Err(GraphError::UnsafeDuringCapture { .. })
             ));
         });
@@ -132,16 +132,16 @@ fn addresses_never_wrap_past_the_top_of_the_address_space() -> Result<()> {
     })?;
     // 100 elements need two blocks' worth of addresses: refused, and nothing is taken.
     assert!(matches!(
-        b.alloc(100),
+        b.alloc::<f32>(100),
         Err(GraphError::OutOfMemory {
             backend: "mock",
             ..
         })
     ));
-    let x = b.alloc(64)?; // exactly one block
+    let x = b.alloc::<f32>(64)?; // exactly one block
     assert_eq!(x.device_address(), base);
     for len in [1, 0, 64] {
-        match b.alloc(len) {
+        match b.alloc::<f32>(len) {
             Err(GraphError::OutOfMemory {
                 backend: "mock", ..
             }) => {}

@@ -16,7 +16,7 @@ fn counters_follow_the_work() -> Result<()> {
     let s = b.new_stream()?;
     let mut g = b.graph(GraphOptions::new().keep_graph(true))?;
     b.capture_on(&s, &mut g, || {
-        let _tmp = b.alloc(3)?;
+        let _tmp = b.alloc::<f32>(3)?;
         b.add_scalar(&x, 1.0)?;
         b.scale(&x, 2.0)?;
         b.copy(&y, &x)
@@ -52,7 +52,7 @@ fn counters_follow_the_work() -> Result<()> {
 #[test]
 fn no_device_free_happens_during_a_capture() -> Result<()> {
     let b = MockBackend::new();
-    let plain = b.alloc(64)?;
+    let plain = b.alloc::<f32>(64)?;
     let s = b.new_stream()?;
     let mut g = b.graph(GraphOptions::new().capture_error_mode(CaptureErrorMode::Relaxed))?;
     b.capture_on(&s, &mut g, || {

@@ -16,9 +16,9 @@ fn captured(b: &MockBackend, keep: bool) -> (MockGraph, MockBuffer) {
 fn nth_alloc_fails_once() {
     let b = MockBackend::new();
     b.inject_fault(FaultSite::Alloc, 3);
-    assert!(b.alloc(4).is_ok());
-    assert!(b.alloc(4).is_ok());
-    let err = b.alloc(4).unwrap_err();
+    assert!(b.alloc::<f32>(4).is_ok());
+    assert!(b.alloc::<f32>(4).is_ok());
+    let err = b.alloc::<f32>(4).unwrap_err();
     assert!(matches!(
         err,
         GraphError::InjectedFault {
@@ -26,7 +26,7 @@ fn nth_alloc_fails_once() {
             count: 3
         }
     ));
-    assert!(b.alloc(4).is_ok());
+    assert!(b.alloc::<f32>(4).is_ok());
     assert_eq!(b.counters().allocations, 3);
     assert_eq!(
         b.memory_stats().live_buffers,
@@ -45,7 +45,10 @@ fn alloc_fault_inside_capture_leaves_the_capture_usable() {
     {
         let _current = b.use_stream(&s).unwrap();
         g.capture_begin().unwrap();
-        assert!(matches!(b.alloc(8), Err(GraphError::InjectedFault { .. })));
+        assert!(matches!(
+            b.alloc::<f32>(8),
+            Err(GraphError::InjectedFault { .. })
+        ));
         // The failed allocation did not invalidate the capture.
         b.add_scalar(&x, 1.0).unwrap();
         g.capture_end().unwrap();
@@ -61,7 +64,7 @@ fn alloc_fault_in_a_scoped_capture_discards_it() {
     let s = b.new_stream().unwrap();
     let mut g = b.graph(GraphOptions::new()).unwrap();
     b.inject_fault(FaultSite::Alloc, 1);
-    let err = b.capture_on(&s, &mut g, || b.alloc(8)).unwrap_err();
+    let err = b.capture_on(&s, &mut g, || b.alloc::<f32>(8)).unwrap_err();
     assert!(matches!(err, GraphError::InjectedFault { .. }));
     assert_eq!(g.state(), GraphState::Empty);
     assert!(!b.is_capturing(&s).unwrap());
@@ -134,7 +137,10 @@ fn a_device_fault_breaks_the_device_for_good() {
     b.inject_fault(FaultSite::DeviceFault, 1);
     assert!(matches!(g.replay(), Err(GraphError::DeviceFault { .. })));
     // Every later call reports it again.
-    assert!(matches!(b.alloc(1), Err(GraphError::DeviceFault { .. })));
+    assert!(matches!(
+        b.alloc::<f32>(1),
+        Err(GraphError::DeviceFault { .. })
+    ));
     assert!(matches!(
         b.download(&x),
         Err(GraphError::DeviceFault { .. })
@@ -148,8 +154,8 @@ fn disarming_works() {
     b.inject_fault(FaultSite::Alloc, 1);
     b.inject_fault(FaultSite::Replay, 1);
     b.clear_faults();
-    assert!(b.alloc(1).is_ok());
+    assert!(b.alloc::<f32>(1).is_ok());
     b.inject_fault(FaultSite::Alloc, 1);
     b.inject_fault(FaultSite::Alloc, 0);
-    assert!(b.alloc(1).is_ok());
+    assert!(b.alloc::<f32>(1).is_ok());
 }

@@ -17,7 +17,7 @@ fn a_dropped_captured_buffer_is_kept_alive_by_its_graph() -> Result<()> {
     let b = MockBackend::new();
     let baseline = b.memory_stats();
     let x = b.alloc_from(&[0.0; 4])?;
-    let y = b.alloc_from(&[0.0; 4])?;
+    let y = b.alloc_from(&[0.0f32; 4])?;
     let s = b.new_stream()?;
     let mut g = b.graph(GraphOptions::new())?;
     b.capture_on(&s, &mut g, || {
@@ -92,7 +92,7 @@ fn graph_own_pool_temporaries_stay_valid() -> Result<()> {
 fn raw_work_on_a_dropped_buffer_is_dangling() -> Result<()> {
     let b = MockBackend::new();
     let x = b.alloc_from(&[0.0; 4])?;
-    let y = b.alloc_from(&[0.0; 4])?;
+    let y = b.alloc_from(&[0.0f32; 4])?;
     let s = b.new_stream()?;
     let mut g = b.graph(GraphOptions::new())?;
     b.capture_on(&s, &mut g, || {
@@ -101,10 +101,12 @@ fn raw_work_on_a_dropped_buffer_is_dangling() -> Result<()> {
         let raw = PortableOp::Copy {
             dst: Region {
                 block: y.block(),
+                offset: 0,
                 len: y.len(),
             },
             src: Region {
                 block: x.block(),
+                offset: 0,
                 len: x.len(),
             },
         };
@@ -145,7 +147,7 @@ fn a_buffer_a_host_node_drops_is_freed_after_the_callback_and_raw_work_on_it_is_
 -> Result<()> {
     let b = MockBackend::new();
     let x = b.alloc_from(&[1.0; 4])?;
-    let y = b.alloc_from(&[0.0; 4])?;
+    let y = b.alloc_from(&[0.0f32; 4])?;
     let (y_address, y_block) = (y.device_address(), y.block().clone());
     let slot = Arc::new(Mutex::new(Some(y)));
     let s = b.new_stream()?;
@@ -160,10 +162,12 @@ fn a_buffer_a_host_node_drops_is_freed_after_the_callback_and_raw_work_on_it_is_
         let raw = PortableOp::Copy {
             dst: Region {
                 block: &y_block,
+                offset: 0,
                 len: 4,
             },
             src: Region {
                 block: x.block(),
+                offset: 0,
                 len: x.len(),
             },
         };

@@ -32,7 +32,9 @@ pub(crate) enum Command {
     /// `dst[..bytes] = src[..bytes]`.
     Copy {
         src: wgpu::Buffer,
+        src_offset: u64,
         dst: wgpu::Buffer,
+        dst_offset: u64,
         bytes: u64,
     },
     /// A host function, run in stream order.
@@ -109,9 +111,15 @@ fn encode_run(device: &wgpu::Device, commands: &[Command]) -> Option<wgpu::Comma
                 });
                 d.encode(p);
             }
-            Command::Copy { src, dst, bytes } => {
+            Command::Copy {
+                src,
+                src_offset,
+                dst,
+                dst_offset,
+                bytes,
+            } => {
                 drop(pass.take());
-                encoder.copy_buffer_to_buffer(src, 0, dst, 0, *bytes);
+                encoder.copy_buffer_to_buffer(src, *src_offset, dst, *dst_offset, *bytes);
             }
             Command::RecordEvent(event) => {
                 drop(pass.take());

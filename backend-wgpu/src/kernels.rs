@@ -65,7 +65,11 @@ struct Params {
     a: f32,
     /// Always 0: the shader XORs products with it so that they cannot be fused.
     zero: u32,
-    pad: u32,
+    /// First element of `y` within its binding.
+    y_off: u32,
+    /// First element of `x` within its binding (within `y`'s for the `_self` entry points).
+    x_off: u32,
+    pad: [u32; 3],
 }
 
 /// The pipelines of one kernel.
@@ -102,13 +106,42 @@ fn storage(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
     layout_entry(binding, wgpu::BufferBindingType::Storage { read_only })
 }
 
-/// The first `len` elements of `block` as a binding.
-fn binding(block: &WgpuBlock, len: usize) -> wgpu::BindingResource<'_> {
-    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-        buffer: block.buffer(),
-        offset: 0,
-        size: wgpu::BufferSize::new(len as u64 * 4),
-    })
+/// A binding of bytes `start..end` of a block, and the element the bound range starts at.
+struct Span {
+    start: u64,
+    end: u64,
+}
+
+impl Span {
+    /// The bytes of `regions` (views of one block), widened down to the adapter's storage
+    /// offset alignment: a binding may start only there, so a view's first element is passed
+    /// to the shader as an offset into the binding instead.
+    fn of(limits: &wgpu::Limits, regions: &[&Region<'_, WgpuBlock>]) -> Span {
+        let align = u64::from(limits.min_storage_buffer_offset_alignment.max(4));
+        let first = regions.iter().map(|r| r.byte_offset() as u64).min();
+        let end = regions
+            .iter()
+            .map(|r| (r.byte_offset() + r.num_bytes()) as u64)
+            .max();
+        let first = first.unwrap_or(0);
+        Span {
+            start: first / align * align,
+            end: end.unwrap_or(first),
+        }
+    }
+
+    /// The element `region` starts at within the binding.
+    fn element_of(&self, region: &Region<'_, WgpuBlock>) -> u32 {
+        ((region.byte_offset() as u64 - self.start) / 4) as u32
+    }
+
+    fn binding<'a>(&self, block: &'a WgpuBlock) -> wgpu::BindingResource<'a> {
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: block.buffer(),
+            offset: self.start,
+            size: wgpu::BufferSize::new(self.end - self.start),
+        })
+    }
 }
 
 impl Kernels {
@@ -169,23 +202,41 @@ impl Kernels {
         })
     }
 
-    /// Resolves `kernel` for `op` over the first `len` elements of its operands (the first
-    /// written, the second read): the pipeline, a bind group with its own parameter block,
-    /// and the grid. `len` was checked by [`check_binding_size`] and is not zero.
+    /// Resolves `kernel` for `op` over the elements of its operand views (the first written,
+    /// the second read): the pipeline, a bind group with its own parameter block, and the
+    /// grid. The length was checked by [`check_binding_size`] and is not zero.
     pub(crate) fn resolve(
         &self,
         device: &wgpu::Device,
+        limits: &wgpu::Limits,
         kernel: Kernel,
         op: PortableOp<Region<'_, WgpuBlock>>,
     ) -> ResolvedDispatch {
         let (kind, a) = (op.node_kind(), op.scalar());
         let (y, x) = op.operands();
-        let (len, y, x) = (y.len, y.block, x.map(|x| x.block));
+        let len = y.len;
+        // Operands in one block (the same buffer, or two views of it) are bound once: WebGPU
+        // forbids one buffer as read-write and read-only storage in one dispatch.
+        let shared = x.filter(|x| x.block.address() == y.block.address());
+        let y_span = match &shared {
+            Some(x) => Span::of(limits, &[&y, x]),
+            None => Span::of(limits, &[&y]),
+        };
+        let x_span = x
+            .filter(|_| shared.is_none())
+            .map(|x| Span::of(limits, &[&x]));
+        let x_off = match (&shared, &x, &x_span) {
+            (Some(x), _, _) => y_span.element_of(x),
+            (None, Some(x), Some(span)) => span.element_of(x),
+            _ => 0,
+        };
         let params = Params {
             n: u32::try_from(len).unwrap_or(u32::MAX),
             a,
             zero: 0,
-            pad: 0,
+            y_off: y_span.element_of(&y),
+            x_off,
+            pad: [0; 3],
         };
         let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("accel-graph params"),
@@ -199,20 +250,22 @@ impl Kernels {
             },
             wgpu::BindGroupEntry {
                 binding: 1,
-                resource: binding(y, len),
+                resource: y_span.binding(y.block),
             },
         ];
         let pipelines = &self.pipelines[kernel as usize];
         let (entry, pipeline, layout) = match (x, kernel.self_entry(), &pipelines.aliased) {
-            // One buffer read and written: the entry point reading `y` for `x`.
-            (Some(x), Some(entry), Some(aliased)) if x.address() == y.address() => {
+            // One buffer read and written: the entry point reading `x` from `y`'s binding.
+            (Some(_), Some(entry), Some(aliased)) if shared.is_some() => {
                 (entry, aliased, &self.unary_layout)
             }
             (Some(x), Some(_), Some(_)) => {
-                entries.push(wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: binding(x, len),
-                });
+                if let Some(span) = &x_span {
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: 2,
+                        resource: span.binding(x.block),
+                    });
+                }
                 (kernel.name(), &pipelines.main, &self.binary_layout)
             }
             _ => (kernel.name(), &pipelines.main, &self.unary_layout),

@@ -34,6 +34,8 @@
 //! forces the rounded f32 to exist. Replay equals eager bit for bit in any case: both run the
 //! same pipelines.
 #![deny(missing_docs)]
+// Proving `Send + Sync` of a buffer of any element type walks wgpu's deep device types.
+#![recursion_limit = "256"]
 
 #[cfg(doc)]
 use accel_graph_api::GraphError;

@@ -128,10 +128,13 @@ impl DriverMemory for WgpuDevice {
 
     /// wgpu stages the bytes at once, so `src` is free on return; the empty submit puts the
     /// write in the queue's order right now, ahead of any later work of any stream, which is
-    /// all a wait would add (the queue is in order), so it does not wait.
+    /// all a wait would add (the queue is in order), so it does not wait. WebGPU writes whole
+    /// 4-byte words: a range that starts or ends inside a word (a view of bytes or 16-bit
+    /// floats) first reads the words at its edges back, so the bytes around it are kept.
     unsafe fn upload(
         &self,
         dst: &WgpuBlock,
+        offset: usize,
         src: &[u8],
         stream: &WgpuStreamState,
     ) -> DriverResult<()> {
@@ -139,8 +142,19 @@ impl DriverMemory for WgpuDevice {
             return Ok(());
         }
         let gpu = self.gpu();
+        let (start, end) = word_span(offset, src.len());
+        let data = if (start, end) == (offset as u64, (offset + src.len()) as u64) {
+            std::borrow::Cow::Borrowed(src)
+        } else {
+            let mut words = gpu.read_back(end - start, |encoder, staging| {
+                encoder.copy_buffer_to_buffer(&dst.buffer, start, staging, 0, end - start);
+            })?;
+            let at = offset - start as usize;
+            words[at..at + src.len()].copy_from_slice(src);
+            std::borrow::Cow::Owned(words)
+        };
         stream.submit(|| {
-            gpu.queue.write_buffer(&dst.buffer, 0, src);
+            gpu.queue.write_buffer(&dst.buffer, start, &data);
             gpu.queue.submit([])
         });
         Ok(())
@@ -149,6 +163,7 @@ impl DriverMemory for WgpuDevice {
     unsafe fn download(
         &self,
         src: &WgpuBlock,
+        offset: usize,
         dst: &mut [u8],
         _stream: &WgpuStreamState,
     ) -> DriverResult<()> {
@@ -156,10 +171,35 @@ impl DriverMemory for WgpuDevice {
             return Ok(());
         }
         // After every submission so far, the stream's included (the queue is in order).
-        let bytes = self.gpu().read_back(dst.len() as u64, |encoder, staging| {
-            encoder.copy_buffer_to_buffer(&src.buffer, 0, staging, 0, dst.len() as u64);
+        // Copies move whole words: read the words around the range, keep its bytes.
+        let (start, end) = word_span(offset, dst.len());
+        let bytes = self.gpu().read_back(end - start, |encoder, staging| {
+            encoder.copy_buffer_to_buffer(&src.buffer, start, staging, 0, end - start);
         })?;
-        dst.copy_from_slice(&bytes);
+        let at = offset - start as usize;
+        dst.copy_from_slice(&bytes[at..at + dst.len()]);
         Ok(())
+    }
+}
+
+/// The 4-byte words (`start..end` in bytes) that hold bytes `offset .. offset + len`: WebGPU
+/// copies and writes whole words only. Blocks are sized in whole words, so the span stays
+/// inside the block.
+fn word_span(offset: usize, len: usize) -> (u64, u64) {
+    let align = wgpu::COPY_BUFFER_ALIGNMENT;
+    let start = offset as u64 / align * align;
+    let end = (offset + len) as u64;
+    (start, end.div_ceil(align) * align)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::word_span;
+
+    #[test]
+    fn spans_cover_whole_words() {
+        assert_eq!(word_span(0, 8), (0, 8));
+        assert_eq!(word_span(1, 2), (0, 4));
+        assert_eq!(word_span(6, 3), (4, 12));
     }
 }

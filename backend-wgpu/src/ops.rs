@@ -39,6 +39,8 @@ crate::wgsl::element_kernels! {
     Axpy = "axpy", binary, "y + rounded(a * x)";
     /// `y *= x`.
     Mul = "mul", binary, "y * x";
+    /// `y = x`: a copy between two views of one buffer, which WebGPU's buffer copy refuses.
+    CopyWithin = "copy_within", binary, "x";
 }
 
 /// The kernel a portable op runs; `None` for `copy`, which is a buffer copy.
@@ -62,19 +64,32 @@ impl WgpuDevice {
         let Some(kernel) = kernel_of(&op) else {
             // A copy: WebGPU forbids copying within one buffer, and onto itself a copy
             // changes nothing, so that (like an empty copy) is a node that does nothing.
-            return Ok(match input {
+            return match input {
                 Some(src) if len > 0 && src.block.address() != out.block.address() => {
-                    Command::Copy {
+                    Ok(Command::Copy {
                         src: src.block.buffer().clone(),
+                        src_offset: src.byte_offset() as u64,
                         dst: out.block.buffer().clone(),
-                        bytes: len as u64 * 4,
-                    }
+                        dst_offset: out.byte_offset() as u64,
+                        bytes: out.num_bytes() as u64,
+                    })
                 }
-                _ => Command::Nothing {
+                // Two views of one buffer at different places: a kernel does the copy.
+                Some(src) if len > 0 && src.offset != out.offset => {
+                    let gpu = self.gpu();
+                    check_binding_size(&gpu.limits, op.name(), len)?;
+                    Ok(Command::Dispatch(gpu.kernels.resolve(
+                        &gpu.device,
+                        &gpu.limits,
+                        Kernel::CopyWithin,
+                        op,
+                    )))
+                }
+                _ => Ok(Command::Nothing {
                     kind: NodeKind::Memcpy,
                     label: "copy (no-op)",
-                },
-            });
+                }),
+            };
         };
         let gpu = self.gpu();
         check_binding_size(&gpu.limits, op.name(), len)?;
@@ -87,6 +102,7 @@ impl WgpuDevice {
         }
         Ok(Command::Dispatch(gpu.kernels.resolve(
             &gpu.device,
+            &gpu.limits,
             kernel,
             op,
         )))

@@ -32,7 +32,12 @@ macro_rules! wgsl_prelude {
             "    a: f32,\n",
             "    // Always 0, but unknown to the shader compiler: see `rounded`.\n",
             "    zero: u32,\n",
-            "    _pad: u32,\n",
+            "    // First element of `y` and of `x` within their bindings (views of buffers).\n",
+            "    y_off: u32,\n",
+            "    x_off: u32,\n",
+            "    _pad0: u32,\n",
+            "    _pad1: u32,\n",
+            "    _pad2: u32,\n",
             "}\n\n",
             "const WORKGROUP_SIZE: u32 = ",
             $crate::wgsl::workgroup_size!(),
@@ -69,7 +74,8 @@ macro_rules! wgsl_element {
 }
 pub(crate) use wgsl_element;
 
-/// One entry point: `ys[i] = <name>_element(ys[i], <x>, params.a)` for every element.
+/// One entry point: `ys[y_off + i] = <name>_element(ys[y_off + i], <x>, params.a)` for every
+/// element `i < n`.
 macro_rules! wgsl_entry {
     ($entry:expr, $name:literal, $x:literal) => {
         concat!(
@@ -81,9 +87,10 @@ macro_rules! wgsl_entry {
             "        @builtin(num_workgroups) groups: vec3<u32>) {\n",
             "    let i = element_index(wid, lid, groups);\n",
             "    if (i < params.n) {\n",
-            "        ys[i] = ",
+            "        let y = params.y_off + i;\n",
+            "        ys[y] = ",
             $name,
-            "_element(ys[i], ",
+            "_element(ys[y], ",
             $x,
             ", params.a);\n",
             "    }\n",
@@ -104,8 +111,8 @@ macro_rules! wgsl_kernel {
     (binary, $name:literal, $expr:literal) => {
         concat!(
             $crate::wgsl::wgsl_element!($name, $expr),
-            $crate::wgsl::wgsl_entry!($name, $name, "xs[i]"),
-            $crate::wgsl::wgsl_entry!(concat!($name, "_self"), $name, "ys[i]"),
+            $crate::wgsl::wgsl_entry!($name, $name, "xs[params.x_off + i]"),
+            $crate::wgsl::wgsl_entry!(concat!($name, "_self"), $name, "ys[params.x_off + i]"),
         )
     };
 }
@@ -162,9 +169,11 @@ macro_rules! element_kernels {
         /// reads a second buffer, applied to one buffer twice (`axpy_self`).
         ///
         /// Bindings: `@group(0) @binding(0)` a uniform
-        /// `Params { n: u32, a: f32, zero: u32, _pad: u32 }` (`zero` must be 0: it keeps
-        /// `axpy`'s product from being fused into an FMA), `@binding(1)` the read-write
-        /// `y`, `@binding(2)` the read-only `x` (ops that read a second buffer). Workgroups of
+        /// `Params { n: u32, a: f32, zero: u32, y_off: u32, x_off: u32, _pad0..2: u32 }`
+        /// (`zero` must be 0: it keeps `axpy`'s product from being fused into an FMA;
+        /// `y_off`/`x_off` are the first elements touched in each binding), `@binding(1)`
+        /// the read-write `y`, `@binding(2)` the read-only `x` (ops that read a second
+        /// buffer; the `_self` entry points read `x` from `y`'s binding at `x_off`). Workgroups of
         /// [`WORKGROUP_SIZE`](crate::WORKGROUP_SIZE) invocations; see
         /// [`dispatch_size`](crate::dispatch_size) for the grid.
         pub const PORTABLE_OPS_WGSL: &str = concat!(

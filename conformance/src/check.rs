@@ -63,13 +63,18 @@ pub(crate) fn on_stream<B: Backend>(b: &B, stream: &B::Stream) -> Result<StreamG
 }
 
 /// Waits for all work, then downloads `buf`.
-pub(crate) fn read<B: Backend>(b: &B, buf: &B::Buffer) -> Result<Vec<f32>, String> {
+pub(crate) fn read<B: Backend>(b: &B, buf: &B::Buffer<f32>) -> Result<Vec<f32>, String> {
     b.synchronize().ctx("synchronize before download")?;
     b.download(buf).ctx("download")
 }
 
 /// Checks that every element of `buf` is exactly `value`.
-pub(crate) fn expect_all<B: Backend>(b: &B, buf: &B::Buffer, value: f32, when: &str) -> CaseResult {
+pub(crate) fn expect_all<B: Backend>(
+    b: &B,
+    buf: &B::Buffer<f32>,
+    value: f32,
+    when: &str,
+) -> CaseResult {
     let data = read(b, buf)?;
     match data.iter().position(|v| v.to_bits() != value.to_bits()) {
         None => Ok(()),
@@ -120,7 +125,7 @@ pub(crate) fn capture_add_one<B: Backend>(
     b: &B,
     stream: &B::Stream,
     g: &mut B::Graph,
-    x: &B::Buffer,
+    x: &B::Buffer<f32>,
 ) -> CaseResult {
     b.capture_on(stream, g, || b.add_scalar(x, 1.0))
         .ctx("capture of x += 1")

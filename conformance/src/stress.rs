@@ -169,7 +169,7 @@ pub fn stress<B: Backend>(b: &B, config: StressConfig) -> Result<StressReport, S
             barrier.wait();
             while !stop.load(Ordering::Acquire) {
                 for result in [
-                    b.alloc(64).map(drop),
+                    b.alloc::<f32>(64).map(drop),
                     b.stream_synchronize(&b.default_stream()),
                 ] {
                     calls.fetch_add(1, Ordering::Relaxed);

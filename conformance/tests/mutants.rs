@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use accel_graph_api::{
-    Backend, BackendKind, BlockInfo, Capabilities, EventOptions, GraphError, GraphOptions,
-    HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp, PortableOps, Result,
+    Backend, BackendKind, BlockInfo, Capabilities, Element, EventOptions, GraphError, GraphOptions,
+    HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp, PortableOps, Result, View,
 };
 use accel_graph_conformance::{Outcome, Target, cases, run_case};
 use accel_graph_mock::{MockBackend, MockBuffer, MockConfig};
@@ -44,9 +44,9 @@ impl Mutant {
 }
 
 impl PortableOps for Mutant {
-    type Buffer = MockBuffer;
+    type Buffer<T: Element> = MockBuffer<T>;
 
-    fn launch(&self, op: PortableOp<&MockBuffer>) -> Result<()> {
+    fn launch(&self, op: PortableOp<View<'_, MockBuffer>>) -> Result<()> {
         match (self.flaw, op) {
             (Flaw::AddScalarOff, PortableOp::AddScalar { x, c }) => {
                 self.inner.add_scalar(x, c + 1.0 / 1024.0)
@@ -120,16 +120,28 @@ impl Backend for Mutant {
     fn elapsed_time(&self, start: &Self::Event, end: &Self::Event) -> Result<f32> {
         self.inner.elapsed_time(start, end)
     }
-    fn alloc(&self, len: usize) -> Result<Self::Buffer> {
+    fn alloc<T: Element>(&self, len: usize) -> Result<Self::Buffer<T>> {
         self.inner.alloc(len)
     }
-    fn upload(&self, dst: &Self::Buffer, src: &[f32]) -> Result<()> {
+    fn upload<'a, T: Element>(
+        &self,
+        dst: impl Into<View<'a, Self::Buffer<T>>>,
+        src: &[T],
+    ) -> Result<()> {
         self.inner.upload(dst, src)
     }
-    fn download(&self, src: &Self::Buffer) -> Result<Vec<f32>> {
-        self.inner.download(src)
+    fn download_into<'a, T: Element>(
+        &self,
+        src: impl Into<View<'a, Self::Buffer<T>>>,
+        dst: &mut [T],
+    ) -> Result<()> {
+        self.inner.download_into(src, dst)
     }
-    fn record_stream(&self, buffer: &Self::Buffer, stream: &Self::Stream) -> Result<()> {
+    fn record_stream<T: Element>(
+        &self,
+        buffer: &Self::Buffer<T>,
+        stream: &Self::Stream,
+    ) -> Result<()> {
         self.inner.record_stream(buffer, stream)
     }
     fn memory_stats(&self) -> MemoryStats {

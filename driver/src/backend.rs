@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use accel_graph_api::{
-    Backend, BackendKind, BlockInfo, Capabilities, DeviceBuffer, EventOptions, Graph, GraphError,
-    GraphOptions, HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp, PortableOps,
-    Result, backend_kit::new_graph,
+    Backend, BackendKind, BlockInfo, Capabilities, DeviceBuffer, Element, EventOptions, Graph,
+    GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp,
+    PortableOps, Result, View, backend_kit::new_graph,
 };
 
 use crate::{
@@ -84,7 +84,7 @@ impl<D: Driver> DriverBackend<D> {
         }
     }
 
-    fn own_buffer(&self, buffer: &DriverBuffer<D>) -> Result<()> {
+    fn own_buffer<T: Element>(&self, buffer: &DriverBuffer<D, T>) -> Result<()> {
         if buffer.instance_id() == self.shared.id {
             Ok(())
         } else {
@@ -146,34 +146,35 @@ impl<D: Driver> DriverBackend<D> {
 }
 
 impl<D: Driver> PortableOps for DriverBackend<D> {
-    type Buffer = DriverBuffer<D>;
+    type Buffer<T: Element> = DriverBuffer<D, T>;
 
-    fn launch(&self, op: PortableOp<&DriverBuffer<D>>) -> Result<()> {
+    fn launch(&self, op: PortableOp<View<'_, DriverBuffer<D>>>) -> Result<()> {
         let (out, input) = op.operands();
-        self.own_buffer(out)?;
+        self.own_buffer(out.buffer())?;
         if let Some(input) = input {
-            self.own_buffer(input)?;
+            self.own_buffer(input.buffer())?;
         }
-        op.check_lengths(|b| b.len())?;
+        op.check_lengths(|v| v.len())?;
         let shared = &self.shared;
         shared.bind()?;
         shared.current.with(|stream| {
             if let Some(entry) = Self::valid_capture(stream)? {
-                entry.keep_block(out.memory());
+                entry.keep_block(out.buffer().memory());
                 if let Some(input) = input {
-                    entry.keep_block(input.memory());
+                    entry.keep_block(input.buffer().memory());
                 }
             }
-            let regions = op.map(|b| Region {
-                block: b.block(),
-                len: b.len(),
+            let regions = op.map(|v| Region {
+                block: v.buffer().block(),
+                offset: v.offset(),
+                len: v.len(),
             });
             shared.check(
-                // SAFETY: the regions come from live `DriverBuffer`s of this instance (owned,
-                // checked above) whose lengths the op checked, and a buffer's length fits its
-                // block; if the stream captures, its capture entry keeps the blocks (above)
-                // and hands them to the graph, which holds them while its executables can
-                // launch.
+                // SAFETY: the regions come from views of live `DriverBuffer`s of this instance
+                // (owned, checked above) whose lengths the op checked; a view lies inside its
+                // buffer, and a buffer inside its block. If the stream captures, its capture
+                // entry keeps the blocks (above) and hands them to the graph, which holds them
+                // while its executables can launch.
                 unsafe { shared.driver.launch_op(regions, &stream.inner.raw) },
                 CallSite::op(op.name()),
             )
@@ -394,10 +395,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
         )
     }
 
-    fn alloc(&self, len: usize) -> Result<DriverBuffer<D>> {
+    fn alloc<T: Element>(&self, len: usize) -> Result<DriverBuffer<D, T>> {
         let shared = &self.shared;
         let bytes = len
-            .checked_mul(std::mem::size_of::<f32>())
+            .checked_mul(std::mem::size_of::<T>())
             .ok_or(GraphError::size_overflow(shared.name()))?;
         shared.check(
             shared.driver.on_alloc(bytes),
@@ -437,8 +438,13 @@ impl<D: Driver> Backend for DriverBackend<D> {
         ))
     }
 
-    fn upload(&self, dst: &DriverBuffer<D>, src: &[f32]) -> Result<()> {
-        self.own_buffer(dst)?;
+    fn upload<'a, T: Element>(
+        &self,
+        dst: impl Into<View<'a, DriverBuffer<D, T>>>,
+        src: &[T],
+    ) -> Result<()> {
+        let dst = dst.into();
+        self.own_buffer(dst.buffer())?;
         if src.len() != dst.len() {
             return Err(GraphError::LengthMismatch {
                 op: "upload",
@@ -451,44 +457,64 @@ impl<D: Driver> Backend for DriverBackend<D> {
         self.blocking_call("upload", &stream)?;
         shared.bind()?;
         shared.check(
-            // SAFETY: `dst` is a live buffer of this instance, so its block is allocated, and
-            // `src` has `dst.len()` elements (checked above): its bytes fit the block.
+            // SAFETY: `dst` views a live buffer of this instance, so its block is allocated,
+            // the view lies inside the buffer and the buffer inside its block, and `src` has
+            // the view's length (checked above): its bytes fit.
             // Relaxed: the rules allowed the copy (see `crate::domain`).
             shared.relaxed(|| unsafe {
-                shared
-                    .driver
-                    .upload(dst.block(), bytemuck::cast_slice(src), &stream.inner.raw)
+                shared.driver.upload(
+                    dst.buffer().block(),
+                    dst.byte_offset(),
+                    bytemuck::cast_slice(src),
+                    &stream.inner.raw,
+                )
             }),
             CallSite::unsafe_call("upload"),
         )?;
         self.after_wait()
     }
 
-    fn download(&self, src: &DriverBuffer<D>) -> Result<Vec<f32>> {
-        self.own_buffer(src)?;
+    fn download_into<'a, T: Element>(
+        &self,
+        src: impl Into<View<'a, DriverBuffer<D, T>>>,
+        dst: &mut [T],
+    ) -> Result<()> {
+        let src = src.into();
+        self.own_buffer(src.buffer())?;
+        if src.len() != dst.len() {
+            return Err(GraphError::LengthMismatch {
+                op: "download",
+                expected: src.len(),
+                got: dst.len(),
+            });
+        }
         let shared = &self.shared;
         let stream = shared.current.get();
         self.blocking_call("download", &stream)?;
         shared.bind()?;
-        let mut out = vec![0f32; src.len()];
         shared.check(
-            // SAFETY: `src` is a live buffer of this instance, so its block is allocated, and
-            // `out` has `src.len()` elements: its bytes fit the block.
+            // SAFETY: `src` views a live buffer of this instance, so its block is allocated,
+            // the view lies inside the buffer and the buffer inside its block, and `dst` has
+            // the view's length (checked above): its bytes fit.
             // Relaxed: the rules allowed the copy (see `crate::domain`).
             shared.relaxed(|| unsafe {
                 shared.driver.download(
-                    src.block(),
-                    bytemuck::cast_slice_mut(&mut out),
+                    src.buffer().block(),
+                    src.byte_offset(),
+                    bytemuck::cast_slice_mut(dst),
                     &stream.inner.raw,
                 )
             }),
             CallSite::unsafe_call("download"),
         )?;
-        self.after_wait()?;
-        Ok(out)
+        self.after_wait()
     }
 
-    fn record_stream(&self, buffer: &DriverBuffer<D>, stream: &DriverStream<D>) -> Result<()> {
+    fn record_stream<T: Element>(
+        &self,
+        buffer: &DriverBuffer<D, T>,
+        stream: &DriverStream<D>,
+    ) -> Result<()> {
         self.own_buffer(buffer)?;
         self.own_stream(stream)?;
         buffer.record_use(stream);

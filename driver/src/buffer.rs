@@ -1,29 +1,33 @@
-//! `DriverBuffer`: a device buffer of `f32` of one backend instance.
+//! `DriverBuffer`: a typed device buffer of one backend instance.
 
 use std::{
     fmt,
+    marker::PhantomData,
     sync::{Arc, Mutex},
 };
 
-use accel_graph_api::{DeviceBuffer, PoolId, backend_kit::pools::OwnedAllocation};
+use accel_graph_api::{DeviceBuffer, Element, PoolId, backend_kit::pools::OwnedAllocation};
 
 use crate::{Driver, DriverStream, allocator::DriverAllocator, shared::Shared};
 
-/// A device buffer of `f32` of a driver-based backend: plain, or from a graph's pool.
+/// A device buffer of elements `T` of a driver-based backend: plain, or from a graph's pool.
 ///
 /// Dropping it frees the memory (a pool block goes back to its pool) — except memory a graph's
 /// captured work uses, which the graph keeps until it is reset or dropped, and memory
 /// [`record_stream`](accel_graph_api::Backend::record_stream)ed onto streams, which waits for
 /// them.
-pub struct DriverBuffer<D: Driver> {
+pub struct DriverBuffer<D: Driver, T: Element = f32> {
     memory: Option<OwnedAllocation<DriverAllocator<D>>>,
     len: usize,
     shared: Arc<Shared<D>>,
     /// Streams recorded with `record_stream`.
     uses: Mutex<Vec<DriverStream<D>>>,
+    /// The element type: the buffer owns no `T` (the device memory holds them), and a buffer
+    /// of any `T` is `Send + Sync` as its memory is.
+    element: PhantomData<fn() -> T>,
 }
 
-impl<D: Driver> DriverBuffer<D> {
+impl<D: Driver, T: Element> DriverBuffer<D, T> {
     pub(crate) fn new(
         shared: &Arc<Shared<D>>,
         memory: OwnedAllocation<DriverAllocator<D>>,
@@ -34,6 +38,7 @@ impl<D: Driver> DriverBuffer<D> {
             len,
             shared: Arc::clone(shared),
             uses: Mutex::new(Vec::new()),
+            element: PhantomData,
         }
     }
 
@@ -51,12 +56,6 @@ impl<D: Driver> DriverBuffer<D> {
         &self.memory().get().block().0
     }
 
-    /// Bytes of data (`len * 4`).
-    pub fn num_bytes(&self) -> usize {
-        // Cannot overflow: the allocation of `len * 4` bytes succeeded.
-        self.len.saturating_mul(std::mem::size_of::<f32>())
-    }
-
     /// The pool the buffer came from (`None` for a plain allocation).
     pub fn pool(&self) -> Option<PoolId> {
         self.memory().get().pool()
@@ -70,7 +69,9 @@ impl<D: Driver> DriverBuffer<D> {
     }
 }
 
-impl<D: Driver> DeviceBuffer for DriverBuffer<D> {
+impl<D: Driver, T: Element> DeviceBuffer for DriverBuffer<D, T> {
+    type Element = T;
+
     fn len(&self) -> usize {
         self.len
     }
@@ -84,7 +85,7 @@ impl<D: Driver> DeviceBuffer for DriverBuffer<D> {
     }
 }
 
-impl<D: Driver> Drop for DriverBuffer<D> {
+impl<D: Driver, T: Element> Drop for DriverBuffer<D, T> {
     fn drop(&mut self) {
         let uses = std::mem::take(self.uses.get_mut().unwrap_or_else(|e| e.into_inner()));
         if let Some(memory) = self.memory.take()
@@ -95,10 +96,11 @@ impl<D: Driver> Drop for DriverBuffer<D> {
     }
 }
 
-impl<D: Driver> fmt::Debug for DriverBuffer<D> {
+impl<D: Driver, T: Element> fmt::Debug for DriverBuffer<D, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Buffer")
             .field("backend", &D::KIND)
+            .field("element", &T::type_name())
             .field("address", &format_args!("{:#x}", self.device_address()))
             .field("len", &self.len)
             .field("pool", &self.pool())

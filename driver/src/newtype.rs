@@ -53,11 +53,11 @@ macro_rules! backend_newtype {
         }
 
         impl $crate::__api::PortableOps for $name {
-            type Buffer = $crate::DriverBuffer<$driver>;
+            type Buffer<T: $crate::__api::Element> = $crate::DriverBuffer<$driver, T>;
             #[inline]
             fn launch(
                 &self,
-                op: $crate::__api::PortableOp<&Self::Buffer>,
+                op: $crate::__api::PortableOp<$crate::__api::View<'_, Self::Buffer<f32>>>,
             ) -> $crate::__api::Result<()> {
                 $crate::__api::PortableOps::launch(&self.0, op)
             }
@@ -87,8 +87,8 @@ macro_rules! driver_type_aliases {
         $driver:ty, $backend:literal:
         $buffer:ident, $stream:ident, $event:ident, $graph_impl:ident, $graph:ident $(,)?
     ) => {
-        #[doc = concat!("A buffer of the ", $backend, " backend.")]
-        pub type $buffer = $crate::DriverBuffer<$driver>;
+        #[doc = concat!("A buffer of elements `T` (`f32` unless named) of the ", $backend, " backend.")]
+        pub type $buffer<T = f32> = $crate::DriverBuffer<$driver, T>;
         #[doc = concat!("A stream of the ", $backend, " backend.")]
         pub type $stream = $crate::DriverStream<$driver>;
         #[doc = concat!("An event of the ", $backend, " backend.")]
@@ -129,10 +129,6 @@ macro_rules! __forward_backend {
                 fn event_synchronize(&self, event: &Self::Event) -> $crate::__api::Result<()>;
                 fn event_query(&self, event: &Self::Event) -> $crate::__api::Result<bool>;
                 fn elapsed_time(&self, start: &Self::Event, end: &Self::Event) -> $crate::__api::Result<f32>;
-                fn alloc(&self, len: usize) -> $crate::__api::Result<Self::Buffer>;
-                fn upload(&self, dst: &Self::Buffer, src: &[f32]) -> $crate::__api::Result<()>;
-                fn download(&self, src: &Self::Buffer) -> $crate::__api::Result<Vec<f32>>;
-                fn record_stream(&self, buffer: &Self::Buffer, stream: &Self::Stream) -> $crate::__api::Result<()>;
                 fn memory_stats(&self) -> $crate::__api::MemoryStats;
                 fn memory_snapshot(&self) -> Vec<$crate::__api::BlockInfo>;
                 fn empty_cache(&self) -> $crate::__api::Result<()>;
@@ -140,6 +136,41 @@ macro_rules! __forward_backend {
                 fn graph(&self, options: $crate::__api::GraphOptions) -> $crate::__api::Result<Self::Graph>;
                 fn graph_pool_handle(&self) -> $crate::__api::PoolId;
             );
+
+            #[inline]
+            fn alloc<T: $crate::__api::Element>(
+                &self,
+                len: usize,
+            ) -> $crate::__api::Result<Self::Buffer<T>> {
+                $crate::__api::Backend::alloc(&self.0, len)
+            }
+
+            #[inline]
+            fn upload<'a, T: $crate::__api::Element>(
+                &self,
+                dst: impl ::std::convert::Into<$crate::__api::View<'a, Self::Buffer<T>>>,
+                src: &[T],
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::upload(&self.0, dst, src)
+            }
+
+            #[inline]
+            fn download_into<'a, T: $crate::__api::Element>(
+                &self,
+                src: impl ::std::convert::Into<$crate::__api::View<'a, Self::Buffer<T>>>,
+                dst: &mut [T],
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::download_into(&self.0, src, dst)
+            }
+
+            #[inline]
+            fn record_stream<T: $crate::__api::Element>(
+                &self,
+                buffer: &Self::Buffer<T>,
+                stream: &Self::Stream,
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::record_stream(&self.0, buffer, stream)
+            }
         }
     };
     (@methods $(fn $method:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {

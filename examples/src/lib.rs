@@ -104,7 +104,7 @@ pub fn replay_matches_eager<B: Backend>(
     steps: usize,
 ) -> Result<(Vec<f32>, Vec<f32>)> {
     let init: Vec<f32> = (0..n).map(|i| i as f32 * 0.25).collect();
-    let step = |y: &B::Buffer, x: &B::Buffer| -> Result<()> {
+    let step = |y: &B::Buffer<f32>, x: &B::Buffer<f32>| -> Result<()> {
         backend.scale(y, 0.5)?;
         backend.axpy(y, 2.0, x)?;
         backend.add_scalar(y, 1.0)

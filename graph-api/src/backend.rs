@@ -1,11 +1,11 @@
 //! `Backend`: the static trait (associated types for streams, events, buffers and graphs) that
 //! generic code is written against, and the device services such code needs.
 
-use std::{fmt, marker::PhantomData, sync::Arc};
+use std::{fmt, marker::PhantomData, ops::RangeBounds, sync::Arc};
 
 use crate::{
-    AcceleratorGraph, BlockInfo, Capabilities, CaptureExt, GraphError, GraphOptions, InstanceCache,
-    MemoryStats, PoolId, PortableOps, Result,
+    AcceleratorGraph, BlockInfo, Capabilities, CaptureExt, Element, GraphError, GraphOptions,
+    InstanceCache, MemoryStats, PoolId, PortableOps, Result, View,
 };
 
 /// Which backend a value belongs to.
@@ -67,15 +67,21 @@ impl std::str::FromStr for BackendKind {
     }
 }
 
-/// A device buffer of `f32` elements. Dropping it frees the memory (or returns it to its
-/// pool) — unless a graph's captured work still uses it, in which case the graph keeps it
-/// until the graph is reset or dropped.
+/// A device buffer of elements of type [`DeviceBuffer::Element`]. Dropping it frees the
+/// memory (or returns it to its pool) — unless a graph's captured work still uses it, in which
+/// case the graph keeps it until the graph is reset or dropped.
 pub trait DeviceBuffer: Send + Sync + fmt::Debug {
-    /// Number of `f32` elements.
+    /// The element type.
+    type Element: Element;
+    /// Number of elements.
     fn len(&self) -> usize;
     /// True when the buffer has no element.
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// Bytes of data (`len` elements).
+    fn num_bytes(&self) -> usize {
+        self.len() * std::mem::size_of::<Self::Element>()
     }
     /// The device address of the first element (identity of the memory, as `data_ptr()`).
     /// Addresses are only comparable between buffers of one backend instance.
@@ -89,6 +95,13 @@ pub trait DeviceBuffer: Send + Sync + fmt::Debug {
         Self: Sized,
     {
         self.instance_id() == other.instance_id() && self.device_address() == other.device_address()
+    }
+    /// Elements `range` of the buffer ([`GraphError::ViewOutOfRange`] past its end).
+    fn view(&self, range: impl RangeBounds<usize>) -> Result<View<'_, Self>>
+    where
+        Self: Sized,
+    {
+        View::new(self, range)
     }
 }
 
@@ -234,17 +247,37 @@ pub trait Backend: PortableOps + Clone + Send + Sync + fmt::Debug + 'static {
     fn elapsed_time(&self, start: &Self::Event, end: &Self::Event) -> Result<f32>;
 
     // --- memory ---
-    /// Allocates `len` f32 elements (contents unspecified). On a capturing current stream the
-    /// memory comes from the capture's pool; elsewhere it is a plain allocation, which is an
-    /// unsafe call while a capture forbids it.
-    fn alloc(&self, len: usize) -> Result<Self::Buffer>;
-    /// Copies host data into `dst`, blocking (unsafe during capture).
-    fn upload(&self, dst: &Self::Buffer, src: &[f32]) -> Result<()>;
-    /// Copies `src` to the host, blocking after the current stream's work (unsafe during
-    /// capture).
-    fn download(&self, src: &Self::Buffer) -> Result<Vec<f32>>;
+    /// Allocates `len` elements of `T` (contents unspecified). On a capturing current stream
+    /// the memory comes from the capture's pool; elsewhere it is a plain allocation, which is
+    /// an unsafe call while a capture forbids it.
+    fn alloc<T: Element>(&self, len: usize) -> Result<Self::Buffer<T>>;
+    /// Copies host data into `dst` (a buffer or a [`View`] of one), blocking (unsafe during
+    /// capture). `src` must have exactly `dst`'s length.
+    fn upload<'a, T: Element>(
+        &self,
+        dst: impl Into<View<'a, Self::Buffer<T>>>,
+        src: &[T],
+    ) -> Result<()>;
+    /// Copies `src` (a buffer or a [`View`] of one) into `dst`, blocking after the current
+    /// stream's work (unsafe during capture). `dst` must have exactly `src`'s length.
+    fn download_into<'a, T: Element>(
+        &self,
+        src: impl Into<View<'a, Self::Buffer<T>>>,
+        dst: &mut [T],
+    ) -> Result<()>;
+    /// Copies `src` (a buffer or a [`View`] of one) to a new vector, blocking after the
+    /// current stream's work (unsafe during capture).
+    fn download<'a, T: Element>(
+        &self,
+        src: impl Into<View<'a, Self::Buffer<T>>>,
+    ) -> Result<Vec<T>> {
+        let src = src.into();
+        let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); src.len()];
+        self.download_into(src, &mut out)?;
+        Ok(out)
+    }
     /// Allocates a buffer holding `data`.
-    fn alloc_from(&self, data: &[f32]) -> Result<Self::Buffer> {
+    fn alloc_from<T: Element>(&self, data: &[T]) -> Result<Self::Buffer<T>> {
         let buf = self.alloc(data.len())?;
         self.upload(&buf, data)?;
         Ok(buf)
@@ -252,7 +285,11 @@ pub trait Backend: PortableOps + Clone + Send + Sync + fmt::Debug + 'static {
     /// Marks `buffer` as used by work on `stream` (PyTorch's `Tensor.record_stream`): when
     /// the buffer is dropped, its memory is handed out again only after `stream` has passed
     /// the point of the drop (inside a capture: after the capture ends).
-    fn record_stream(&self, buffer: &Self::Buffer, stream: &Self::Stream) -> Result<()>;
+    fn record_stream<T: Element>(
+        &self,
+        buffer: &Self::Buffer<T>,
+        stream: &Self::Stream,
+    ) -> Result<()>;
     /// Memory accounting: active and reserved bytes, per pool too.
     fn memory_stats(&self) -> MemoryStats;
     /// Every block the backend holds from the device, with its pool and state

@@ -174,6 +174,16 @@ pub enum GraphError {
         /// The length given.
         got: usize,
     },
+    /// A view's range past the end of its buffer (or a range whose start is past its end).
+    #[error("view {start}..{end} is out of range for a buffer of {len} elements")]
+    ViewOutOfRange {
+        /// First element of the range asked for.
+        start: usize,
+        /// One past its last element.
+        end: usize,
+        /// Elements of the buffer (or view) it was asked of.
+        len: usize,
+    },
     /// A buffer, stream or event that belongs to another backend instance.
     #[error("{what} belongs to another backend instance")]
     ForeignObject {

@@ -28,6 +28,7 @@ mod backend;
 pub mod backend_kit;
 mod capabilities;
 mod capture_mode;
+mod element;
 mod error;
 mod front;
 mod graph;
@@ -38,13 +39,17 @@ mod options;
 mod pool_id;
 mod state;
 mod topology;
+mod view;
 
 pub use backend::{Backend, BackendKind, DeviceBuffer, EventOptions, HostCallback, StreamGuard};
 pub use capabilities::Capabilities;
 pub use capture_mode::CaptureErrorMode;
+pub use element::{Element, FloatElement, FloatType};
 pub use error::{CaptureConflict, GraphError, Result};
 pub use front::Graph;
 pub use graph::{AcceleratorGraph, CaptureExt};
+/// The `half` crate, for the 16-bit float element types.
+pub use half;
 pub use instance_cache::InstanceCache;
 pub use memory_stats::{BlockInfo, BlockState, MemoryStats, PoolStats};
 pub use ops::{PortableOp, PortableOps};
@@ -52,11 +57,13 @@ pub use options::GraphOptions;
 pub use pool_id::PoolId;
 pub use state::GraphState;
 pub use topology::{GraphNode, GraphTopology, NodeKind};
+pub use view::View;
 
 /// What graph code imports: `use accel_graph_api::prelude::*;` (or `accel_graph::prelude`).
 pub mod prelude {
     pub use crate::{
-        AcceleratorGraph, Backend, CaptureErrorMode, CaptureExt, DeviceBuffer, EventOptions,
-        GraphError, GraphOptions, GraphState, PoolId, PortableOps, Result,
+        AcceleratorGraph, Backend, CaptureErrorMode, CaptureExt, DeviceBuffer, Element,
+        EventOptions, FloatElement, GraphError, GraphOptions, GraphState, PoolId, PortableOps,
+        Result, View,
     };
 }

@@ -2,7 +2,7 @@
 //! once as data ([`PortableOp`]) so that a new op is one variant here plus one match arm in
 //! each backend's `ops.rs`.
 
-use crate::{DeviceBuffer, GraphError, NodeKind, Result};
+use crate::{DeviceBuffer, Element, GraphError, NodeKind, Result, View};
 
 /// One portable op over operands of type `T`: `&Buffer` where users issue it, a backend's
 /// resolved memory where a backend runs it ([`PortableOp::map`]).
@@ -190,56 +190,82 @@ impl<T: Copy> PortableOp<T> {
 /// recorded when the stream is capturing. Every [`Backend`](crate::Backend) has it (it is a
 /// supertrait), so generic code over `B: Backend` calls these methods directly.
 ///
-/// A backend implements only [`PortableOps::launch`]; the named methods build the op.
+/// Operands are `f32` [views](View): pass `&buffer` for a whole buffer, or `buffer.view(..)?`
+/// for part of one. A backend implements only [`PortableOps::launch`]; the named methods build
+/// the op.
 ///
 /// ```
-/// use accel_graph_api::{Backend, PortableOps};
+/// use accel_graph_api::{Backend, DeviceBuffer, PortableOps};
 /// use accel_graph_mock::MockBackend;
 /// let backend = MockBackend::new();
 /// let (y, x) = (backend.alloc_from(&[1.0, 2.0])?, backend.alloc_from(&[10.0, 20.0])?);
 /// backend.axpy(&y, 0.5, &x)?;
 /// backend.scale(&y, 2.0)?;
-/// assert_eq!(backend.download(&y)?, vec![12.0, 24.0]);
+/// backend.fill(y.view(1..)?, 0.0)?;
+/// assert_eq!(backend.download(&y)?, vec![12.0, 0.0]);
 /// # Ok::<(), accel_graph_api::GraphError>(())
 /// ```
 pub trait PortableOps {
-    /// The backend's device buffer of `f32`.
-    type Buffer: DeviceBuffer + 'static;
+    /// The backend's device buffer of elements `T`.
+    type Buffer<T: Element>: DeviceBuffer<Element = T> + 'static;
 
     /// Issues `op` on the current stream. Errors: a buffer of another backend instance
     /// ([`GraphError::ForeignObject`]), operands of unequal lengths
     /// ([`GraphError::LengthMismatch`]), a capture that was invalidated
     /// ([`GraphError::CaptureInvalidated`]), or the device's own error.
-    fn launch(&self, op: PortableOp<&Self::Buffer>) -> Result<()>;
+    fn launch(&self, op: PortableOp<View<'_, Self::Buffer<f32>>>) -> Result<()>;
 
     /// `x[i] = value`.
-    fn fill(&self, x: &Self::Buffer, value: f32) -> Result<()> {
-        self.launch(PortableOp::Fill { x, value })
+    fn fill<'a>(&self, x: impl Into<View<'a, Self::Buffer<f32>>>, value: f32) -> Result<()> {
+        self.launch(PortableOp::Fill { x: x.into(), value })
     }
 
     /// `dst[i] = src[i]` (equal lengths).
-    fn copy(&self, dst: &Self::Buffer, src: &Self::Buffer) -> Result<()> {
-        self.launch(PortableOp::Copy { dst, src })
+    fn copy<'a, 'b>(
+        &self,
+        dst: impl Into<View<'a, Self::Buffer<f32>>>,
+        src: impl Into<View<'b, Self::Buffer<f32>>>,
+    ) -> Result<()> {
+        self.launch(PortableOp::Copy {
+            dst: dst.into(),
+            src: src.into(),
+        })
     }
 
     /// `x[i] += c`.
-    fn add_scalar(&self, x: &Self::Buffer, c: f32) -> Result<()> {
-        self.launch(PortableOp::AddScalar { x, c })
+    fn add_scalar<'a>(&self, x: impl Into<View<'a, Self::Buffer<f32>>>, c: f32) -> Result<()> {
+        self.launch(PortableOp::AddScalar { x: x.into(), c })
     }
 
     /// `x[i] *= a`.
-    fn scale(&self, x: &Self::Buffer, a: f32) -> Result<()> {
-        self.launch(PortableOp::Scale { x, a })
+    fn scale<'a>(&self, x: impl Into<View<'a, Self::Buffer<f32>>>, a: f32) -> Result<()> {
+        self.launch(PortableOp::Scale { x: x.into(), a })
     }
 
     /// `y[i] += a * x[i]` (equal lengths; product rounded before the sum: no fused
     /// multiply-add, so results are reproducible bit for bit).
-    fn axpy(&self, y: &Self::Buffer, a: f32, x: &Self::Buffer) -> Result<()> {
-        self.launch(PortableOp::Axpy { y, a, x })
+    fn axpy<'a, 'b>(
+        &self,
+        y: impl Into<View<'a, Self::Buffer<f32>>>,
+        a: f32,
+        x: impl Into<View<'b, Self::Buffer<f32>>>,
+    ) -> Result<()> {
+        self.launch(PortableOp::Axpy {
+            y: y.into(),
+            a,
+            x: x.into(),
+        })
     }
 
     /// `y[i] *= x[i]` (equal lengths).
-    fn mul(&self, y: &Self::Buffer, x: &Self::Buffer) -> Result<()> {
-        self.launch(PortableOp::Mul { y, x })
+    fn mul<'a, 'b>(
+        &self,
+        y: impl Into<View<'a, Self::Buffer<f32>>>,
+        x: impl Into<View<'b, Self::Buffer<f32>>>,
+    ) -> Result<()> {
+        self.launch(PortableOp::Mul {
+            y: y.into(),
+            x: x.into(),
+        })
     }
 }

@@ -121,8 +121,8 @@ impl std::fmt::Display for BucketedCacheStats {
 #[derive(Debug)]
 struct BucketGraph<B: Backend> {
     graph: B::Graph,
-    inputs: Vec<B::Buffer>,
-    outputs: Vec<B::Buffer>,
+    inputs: Vec<B::Buffer<f32>>,
+    outputs: Vec<B::Buffer<f32>>,
 }
 
 /// The result of one [`BucketedGraphCache`] run: outputs of the bucket's graph (with padding
@@ -292,7 +292,7 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
                 .iter()
                 .map(|x| self.backend.alloc_from(x))
                 .collect::<Result<Vec<_>>>()?;
-            let refs: Vec<&B::Buffer> = buffers.iter().collect();
+            let refs: Vec<&B::Buffer<f32>> = buffers.iter().collect();
             return self.eager(batch, &refs);
         };
         let fresh = self.ensure_captured(bucket)?;
@@ -305,7 +305,7 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
     /// bucket's static input); a batch needing padding goes through the host, since the
     /// portable ops copy whole buffers only. Beyond the largest bucket it runs eagerly on
     /// `inputs` as they are. Errors as [`BucketedGraphCache::run`].
-    pub fn run_device(&mut self, inputs: &[&B::Buffer]) -> Result<BucketRun<'_, B>> {
+    pub fn run_device(&mut self, inputs: &[&B::Buffer<f32>]) -> Result<BucketRun<'_, B>> {
         let batch = self.batch_of(inputs.iter().map(|x| x.len()))?;
         let Some(bucket) = self.sizes.bucket_for(batch) else {
             return self.eager(batch, inputs);
@@ -321,13 +321,13 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             let statics = &self.graphs[&bucket].inputs;
             for (dst, src) in statics.iter().zip(inputs) {
                 if !dst.same_memory(src) {
-                    self.backend.copy(dst, src)?;
+                    self.backend.copy(dst, *src)?;
                 }
             }
         } else {
             let host = inputs
                 .iter()
-                .map(|x| self.backend.download(x))
+                .map(|x| self.backend.download(*x))
                 .collect::<Result<Vec<_>>>()?;
             let host_refs: Vec<&[f32]> = host.iter().map(Vec::as_slice).collect();
             self.upload_padded(bucket, batch, &host_refs)?;
@@ -371,7 +371,7 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
         }
     }
 
-    fn eager(&mut self, batch: usize, inputs: &[&B::Buffer]) -> Result<BucketRun<'_, B>> {
+    fn eager(&mut self, batch: usize, inputs: &[&B::Buffer<f32>]) -> Result<BucketRun<'_, B>> {
         let outputs = self.callable.call(&self.backend, inputs)?;
         check_rows(&outputs, batch)?;
         self.stats.runs = self.stats.runs.saturating_add(1);
@@ -446,7 +446,7 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
                 Ok(buffer)
             })
             .collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&B::Buffer> = inputs.iter().collect();
+        let refs: Vec<&B::Buffer<f32>> = inputs.iter().collect();
 
         backend.synchronize()?;
         {
@@ -502,7 +502,7 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
 
     /// The static inputs of `bucket`, if captured (write a full batch there and pass them to
     /// [`BucketedGraphCache::run_device`] to skip the copy).
-    pub fn static_inputs(&self, bucket: usize) -> Option<&[B::Buffer]> {
+    pub fn static_inputs(&self, bucket: usize) -> Option<&[B::Buffer<f32>]> {
         self.graphs.get(&bucket).map(|g| g.inputs.as_slice())
     }
 

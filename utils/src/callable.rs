@@ -35,7 +35,7 @@ impl std::fmt::Display for ModuleMode {
 /// Stream work that can be graphed: takes device buffers, issues portable or native work on
 /// the current stream, returns new buffers.
 ///
-/// Closures `FnMut(&B, &[&B::Buffer]) -> Result<Vec<B::Buffer>>` implement it (always in
+/// Closures `FnMut(&B, &[&B::Buffer<f32>]) -> Result<Vec<B::Buffer<f32>>>` implement it (always in
 /// [`ModuleMode::Train`]); [`Modal`] adds a switchable mode; implement it on your own type for
 /// anything richer.
 ///
@@ -63,7 +63,7 @@ impl std::fmt::Display for ModuleMode {
 /// ```
 pub trait Callable<B: Backend> {
     /// Runs the work on `backend`'s current stream and returns the output buffers.
-    fn call(&mut self, backend: &B, inputs: &[&B::Buffer]) -> Result<Vec<B::Buffer>>;
+    fn call(&mut self, backend: &B, inputs: &[&B::Buffer<f32>]) -> Result<Vec<B::Buffer<f32>>>;
 
     /// The mode the callable is in now.
     fn mode(&self) -> ModuleMode {
@@ -74,16 +74,16 @@ pub trait Callable<B: Backend> {
 impl<B, F> Callable<B> for F
 where
     B: Backend,
-    F: FnMut(&B, &[&B::Buffer]) -> Result<Vec<B::Buffer>>,
+    F: FnMut(&B, &[&B::Buffer<f32>]) -> Result<Vec<B::Buffer<f32>>>,
 {
-    fn call(&mut self, backend: &B, inputs: &[&B::Buffer]) -> Result<Vec<B::Buffer>> {
+    fn call(&mut self, backend: &B, inputs: &[&B::Buffer<f32>]) -> Result<Vec<B::Buffer<f32>>> {
         self(backend, inputs)
     }
 }
 
 /// Boxed callables, so callables of different types can be graphed together.
 impl<B: Backend> Callable<B> for Box<dyn Callable<B> + '_> {
-    fn call(&mut self, backend: &B, inputs: &[&B::Buffer]) -> Result<Vec<B::Buffer>> {
+    fn call(&mut self, backend: &B, inputs: &[&B::Buffer<f32>]) -> Result<Vec<B::Buffer<f32>>> {
         (**self).call(backend, inputs)
     }
 
@@ -153,9 +153,9 @@ impl<F> Modal<F> {
 impl<B, F> Callable<B> for Modal<F>
 where
     B: Backend,
-    F: FnMut(&B, ModuleMode, &[&B::Buffer]) -> Result<Vec<B::Buffer>>,
+    F: FnMut(&B, ModuleMode, &[&B::Buffer<f32>]) -> Result<Vec<B::Buffer<f32>>>,
 {
-    fn call(&mut self, backend: &B, inputs: &[&B::Buffer]) -> Result<Vec<B::Buffer>> {
+    fn call(&mut self, backend: &B, inputs: &[&B::Buffer<f32>]) -> Result<Vec<B::Buffer<f32>>> {
         (self.f)(backend, self.mode, inputs)
     }
 

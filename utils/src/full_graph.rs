@@ -29,7 +29,7 @@ struct StageState<B: Backend> {
     graph: Option<B::Graph>,
     signature: Option<StepSignature>,
     /// The static outputs of the graph, or the outputs of the last eager step.
-    outputs: Vec<B::Buffer>,
+    outputs: Vec<B::Buffer<f32>>,
     iteration: u64,
     captures: u64,
     replays: u64,
@@ -115,7 +115,7 @@ impl<B: Backend, F> std::fmt::Debug for FullGraphWrapper<B, F> {
 impl<B, F> FullGraphWrapper<B, F>
 where
     B: Backend,
-    F: FnMut(&B, Stage, &[&[&B::Buffer]]) -> Result<Vec<B::Buffer>>,
+    F: FnMut(&B, Stage, &[&[&B::Buffer<f32>]]) -> Result<Vec<B::Buffer<f32>>>,
 {
     /// Wraps `step` with Megatron's defaults: 1 warmup step, a new pool per capture,
     /// [`SignaturePolicy::Error`], `thread_local` capture mode (as Megatron captures).
@@ -164,7 +164,11 @@ where
     /// A step whose signature differs from the captured one fails with
     /// [`GraphError::ArgumentMismatch`] or is captured again, per the [`SignaturePolicy`].
     /// A failed step does not count as an iteration.
-    pub fn run(&mut self, stage: Stage, microbatches: &[&[&B::Buffer]]) -> Result<&[B::Buffer]> {
+    pub fn run(
+        &mut self,
+        stage: Stage,
+        microbatches: &[&[&B::Buffer<f32>]],
+    ) -> Result<&[B::Buffer<f32>]> {
         let s = stage.index();
         if let Some(captured) = &self.stages[s].signature
             && !captured.matches(microbatches)
@@ -205,12 +209,13 @@ where
     }
 
     /// Loads the inputs into fresh static buffers and captures the step on them.
-    fn capture(&mut self, stage: Stage, microbatches: &[&[&B::Buffer]]) -> Result<()> {
+    fn capture(&mut self, stage: Stage, microbatches: &[&[&B::Buffer<f32>]]) -> Result<()> {
         tracing::info!(%stage, "capturing full-iteration graph");
         self.loader.clear(stage);
         let statics = self.loader.load_all(stage, microbatches)?;
-        let rows: Vec<Vec<&B::Buffer>> = statics.iter().map(|mb| mb.iter().collect()).collect();
-        let static_microbatches: Vec<&[&B::Buffer]> = rows.iter().map(Vec::as_slice).collect();
+        let rows: Vec<Vec<&B::Buffer<f32>>> =
+            statics.iter().map(|mb| mb.iter().collect()).collect();
+        let static_microbatches: Vec<&[&B::Buffer<f32>]> = rows.iter().map(Vec::as_slice).collect();
 
         let backend = &self.backend;
         let step = &mut self.step;
@@ -290,12 +295,12 @@ impl<B: Backend, F> FullGraphWrapper<B, F> {
     }
 
     /// The outputs of the last step of `stage`.
-    pub fn outputs(&self, stage: Stage) -> &[B::Buffer] {
+    pub fn outputs(&self, stage: Stage) -> &[B::Buffer<f32>] {
         &self.stages[stage.index()].outputs
     }
 
     /// The static input buffers of `stage`: `[microbatch][input]`.
-    pub fn static_buffers(&self, stage: Stage) -> &[Vec<B::Buffer>] {
+    pub fn static_buffers(&self, stage: Stage) -> &[Vec<B::Buffer<f32>>] {
         self.loader.buffers(stage)
     }
 }

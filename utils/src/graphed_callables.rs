@@ -122,8 +122,8 @@ pub struct GraphedCallable<B: Backend, C> {
     callable: C,
     captured_mode: ModuleMode,
     graph: B::Graph,
-    static_inputs: Vec<Arc<B::Buffer>>,
-    static_outputs: Vec<B::Buffer>,
+    static_inputs: Vec<Arc<B::Buffer<f32>>>,
+    static_outputs: Vec<B::Buffer<f32>>,
     stats: GraphedCallStats,
 }
 
@@ -148,7 +148,7 @@ impl<B: Backend, C: Callable<B>> GraphedCallable<B, C> {
     ///
     /// Errors with [`GraphError::ArgumentMismatch`] when `inputs` do not match the sample
     /// inputs in number or lengths.
-    pub fn call(&mut self, inputs: &[&B::Buffer]) -> Result<Outputs<'_, B>> {
+    pub fn call(&mut self, inputs: &[&B::Buffer<f32>]) -> Result<Outputs<'_, B>> {
         if self.callable.mode() != self.captured_mode {
             self.stats.eager_calls += 1;
             return Ok(Outputs::Eager(self.callable.call(&self.backend, inputs)?));
@@ -169,7 +169,7 @@ impl<B: Backend, C: Callable<B>> GraphedCallable<B, C> {
             // Identity is (instance, address): another instance's buffer may sit at the same
             // address (mock instances share a base address).
             if !input.same_memory(static_input) {
-                self.backend.copy(static_input, input)?;
+                self.backend.copy(&**static_input, *input)?;
                 self.stats.input_copies += 1;
             }
         }
@@ -181,12 +181,12 @@ impl<B: Backend, C: Callable<B>> GraphedCallable<B, C> {
     /// The static input buffers (the sample inputs given at capture), shared so a caller can
     /// keep a handle: writing the next input straight into them and passing them to
     /// [`GraphedCallable::call`] saves the copy.
-    pub fn static_inputs(&self) -> &[Arc<B::Buffer>] {
+    pub fn static_inputs(&self) -> &[Arc<B::Buffer<f32>>] {
         &self.static_inputs
     }
 
     /// The static output buffers every replay writes.
-    pub fn static_outputs(&self) -> &[B::Buffer] {
+    pub fn static_outputs(&self) -> &[B::Buffer<f32>] {
         &self.static_outputs
     }
 
@@ -245,7 +245,7 @@ impl<B: Backend, C: Callable<B>> GraphedCallable<B, C> {
 /// let mut g = make_graphed_callable(&backend, double, sample, GraphedCallableOptions::new())?;
 /// // Write the next input straight into the static input and pass it: no copy is made.
 /// let static_x = g.static_inputs()[0].clone();
-/// backend.upload(&static_x, &[3.0, 4.0])?;
+/// backend.upload(&*static_x, &[3.0, 4.0])?;
 /// let y = g.call(&[&static_x])?;
 /// assert_eq!(backend.download(&y[0])?, vec![6.0, 8.0]);
 /// assert_eq!(g.stats().input_copies, 0);
@@ -254,7 +254,7 @@ impl<B: Backend, C: Callable<B>> GraphedCallable<B, C> {
 pub fn make_graphed_callable<B: Backend, C: Callable<B>>(
     backend: &B,
     callable: C,
-    sample_args: Vec<B::Buffer>,
+    sample_args: Vec<B::Buffer<f32>>,
     options: GraphedCallableOptions,
 ) -> Result<GraphedCallable<B, C>> {
     let mut graphed = make_graphed_callables(backend, vec![callable], vec![sample_args], options)?;
@@ -309,7 +309,7 @@ pub fn make_graphed_callable<B: Backend, C: Callable<B>>(
 pub fn make_graphed_callables<B: Backend, C: Callable<B>>(
     backend: &B,
     callables: Vec<C>,
-    sample_args: Vec<Vec<B::Buffer>>,
+    sample_args: Vec<Vec<B::Buffer<f32>>>,
     options: GraphedCallableOptions,
 ) -> Result<Vec<GraphedCallable<B, C>>> {
     if callables.is_empty() {
@@ -326,7 +326,7 @@ pub fn make_graphed_callables<B: Backend, C: Callable<B>>(
         )));
     }
     let mut callables = callables;
-    let sample_args: Vec<Vec<Arc<B::Buffer>>> = sample_args
+    let sample_args: Vec<Vec<Arc<B::Buffer<f32>>>> = sample_args
         .into_iter()
         .map(|args| args.into_iter().map(Arc::new).collect())
         .collect();

@@ -10,7 +10,7 @@ use accel_graph_api::Backend;
 /// After a replay these are the graph's *static* outputs: PyTorch returns aliases of them
 /// (`o.detach()`), which the next replay overwrites; here the borrow makes that visible — copy
 /// what you need to keep before calling again. After an eager fallback the buffers are owned.
-/// Either way it dereferences to `[B::Buffer]`.
+/// Either way it dereferences to `[B::Buffer<f32>]`.
 ///
 /// ```
 /// use accel_graph_api::{Backend, DeviceBuffer};
@@ -27,9 +27,9 @@ use accel_graph_api::Backend;
 #[derive(Debug)]
 pub enum Outputs<'a, B: Backend> {
     /// The graph's static outputs, written by the replay just launched.
-    Static(&'a [B::Buffer]),
+    Static(&'a [B::Buffer<f32>]),
     /// Outputs of an eager run (mode mismatch or no graph for this input).
-    Eager(Vec<B::Buffer>),
+    Eager(Vec<B::Buffer<f32>>),
 }
 
 impl<B: Backend> Outputs<'_, B> {
@@ -40,9 +40,9 @@ impl<B: Backend> Outputs<'_, B> {
 }
 
 impl<B: Backend> Deref for Outputs<'_, B> {
-    type Target = [B::Buffer];
+    type Target = [B::Buffer<f32>];
 
-    fn deref(&self) -> &[B::Buffer] {
+    fn deref(&self) -> &[B::Buffer<f32>] {
         match self {
             Outputs::Static(buffers) => buffers,
             Outputs::Eager(buffers) => buffers,

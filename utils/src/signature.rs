@@ -14,7 +14,7 @@ use accel_graph_api::DeviceBuffer;
 /// use accel_graph_mock::MockBackend;
 ///
 /// let backend = MockBackend::new();
-/// let (x, y) = (backend.alloc(4)?, backend.alloc(2)?);
+/// let (x, y) = (backend.alloc::<f32>(4)?, backend.alloc::<f32>(2)?);
 /// let sig = StepSignature::of(&[&[&x, &y], &[&x, &y]]);
 /// assert_eq!(sig.microbatches(), 2);
 /// assert_eq!(sig.to_string(), "2 microbatch(es) with input lengths [[4, 2], [4, 2]]");

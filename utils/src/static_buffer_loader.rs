@@ -34,7 +34,7 @@ pub struct StaticBufferLoader<B: Backend> {
     inputs_ready: B::Event,
     copies_done: B::Event,
     /// `[stage][microbatch][input]`.
-    buffers: [Vec<Vec<B::Buffer>>; 2],
+    buffers: [Vec<Vec<B::Buffer<f32>>>; 2],
 }
 
 impl<B: Backend> StaticBufferLoader<B> {
@@ -59,8 +59,8 @@ impl<B: Backend> StaticBufferLoader<B> {
         &mut self,
         stage: Stage,
         microbatch: usize,
-        inputs: &[&B::Buffer],
-    ) -> Result<&[B::Buffer]> {
+        inputs: &[&B::Buffer<f32>],
+    ) -> Result<&[B::Buffer<f32>]> {
         let loaded = self.buffers[stage.index()].len();
         if microbatch > loaded {
             return Err(GraphError::ArgumentMismatch(format!(
@@ -93,7 +93,7 @@ impl<B: Backend> StaticBufferLoader<B> {
     /// current stream and before its next work. An input that is the static buffer itself
     /// (same memory of the same instance) is not copied; a buffer of another instance is
     /// refused.
-    fn copy_in(&self, statics: &[B::Buffer], inputs: &[&B::Buffer]) -> Result<()> {
+    fn copy_in(&self, statics: &[B::Buffer<f32>], inputs: &[&B::Buffer<f32>]) -> Result<()> {
         if inputs
             .iter()
             .any(|b| b.instance_id() != self.backend.instance_id())
@@ -106,7 +106,7 @@ impl<B: Backend> StaticBufferLoader<B> {
             self.backend.wait_event(&self.inputs_ready)?;
             for (dst, src) in statics.iter().zip(inputs) {
                 if !dst.same_memory(src) {
-                    self.backend.copy(dst, src)?;
+                    self.backend.copy(dst, *src)?;
                 }
             }
             self.backend.record_event(&self.copies_done)?;
@@ -119,8 +119,8 @@ impl<B: Backend> StaticBufferLoader<B> {
     pub fn load_all(
         &mut self,
         stage: Stage,
-        microbatches: &[&[&B::Buffer]],
-    ) -> Result<&[Vec<B::Buffer>]> {
+        microbatches: &[&[&B::Buffer<f32>]],
+    ) -> Result<&[Vec<B::Buffer<f32>>]> {
         for (m, inputs) in microbatches.iter().enumerate() {
             self.load(stage, m, inputs)?;
         }
@@ -128,7 +128,7 @@ impl<B: Backend> StaticBufferLoader<B> {
     }
 
     /// The static buffers of `stage`: `[microbatch][input]`.
-    pub fn buffers(&self, stage: Stage) -> &[Vec<B::Buffer>] {
+    pub fn buffers(&self, stage: Stage) -> &[Vec<B::Buffer<f32>>] {
         &self.buffers[stage.index()]
     }
 

@@ -60,7 +60,7 @@ fn a_load_refuses_a_foreign_buffer_at_the_static_address() -> Result<()> {
     let mut loader = StaticBufferLoader::new(&p)?;
     let x = p.alloc_from(&[1.0; 4])?;
     let address = loader.load(Stage::Training, 0, &[&x])?[0].device_address();
-    let _first = q.alloc(4)?;
+    let _first = q.alloc::<f32>(4)?;
     let foreign = q.alloc_from(&[5.0; 4])?;
     assert_eq!(foreign.device_address(), address);
     assert!(matches!(

@@ -296,7 +296,7 @@ fn check_row_inner<B: Backend>(t: &Target<B>, r: Row) -> CaseResult {
 }
 
 /// What a call produced: a buffer it allocated (kept until the capture ended), or nothing.
-type Made<B> = Result<Option<<B as accel_graph_api::PortableOps>::Buffer>, GraphError>;
+type Made<B> = Result<Option<<B as accel_graph_api::PortableOps>::Buffer<f32>>, GraphError>;
 
 /// What a call needs, made before the capture begins, on the instance that makes the call: an
 /// idle stream, an event never recorded, a buffer.
@@ -304,7 +304,7 @@ struct Props<B: Backend> {
     backend: B,
     idle: B::Stream,
     event: B::Event,
-    buffer: B::Buffer,
+    buffer: B::Buffer<f32>,
 }
 
 impl<B: Backend> Props<B> {

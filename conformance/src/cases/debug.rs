@@ -14,8 +14,8 @@ fn capture_small_program<B: Backend>(
     b: &B,
     stream: &B::Stream,
     g: &mut B::Graph,
-    x: &B::Buffer,
-    y: &B::Buffer,
+    x: &B::Buffer<f32>,
+    y: &B::Buffer<f32>,
 ) -> CaseResult {
     b.capture_on(stream, g, || {
         b.add_scalar(x, 1.0)?;

@@ -128,9 +128,9 @@ fn program(multi_stream: bool) -> impl Strategy<Value = Program> {
 /// their memory for the graph).
 fn apply<B: Backend>(
     b: &B,
-    bufs: &[B::Buffer],
+    bufs: &[B::Buffer<f32>],
     op: Op,
-    keep: Option<&mut Vec<B::Buffer>>,
+    keep: Option<&mut Vec<B::Buffer<f32>>>,
 ) -> accel_graph_api::Result<()> {
     match op {
         Op::Fill { dst, value } => b.fill(&bufs[dst], value),
@@ -154,11 +154,11 @@ fn apply<B: Backend>(
 /// `events[2i]` and join through `events[2i + 1]`.
 fn issue<B: Backend>(
     b: &B,
-    bufs: &[B::Buffer],
+    bufs: &[B::Buffer<f32>],
     program: &Program,
     side: &B::Stream,
     events: &[B::Event],
-    mut keep: Option<&mut Vec<B::Buffer>>,
+    mut keep: Option<&mut Vec<B::Buffer<f32>>>,
 ) -> accel_graph_api::Result<()> {
     let mut events = events.iter();
     for segment in &program.segments {
@@ -189,7 +189,7 @@ fn issue<B: Backend>(
 }
 
 struct Setup<B: Backend> {
-    bufs: Vec<B::Buffer>,
+    bufs: Vec<B::Buffer<f32>>,
     main: B::Stream,
     side: B::Stream,
     events: Vec<B::Event>,
@@ -214,7 +214,7 @@ fn setup<B: Backend>(b: &B, program: &Program) -> Result<Setup<B>, String> {
     })
 }
 
-fn read_all<B: Backend>(b: &B, bufs: &[B::Buffer]) -> Result<Vec<Vec<f32>>, String> {
+fn read_all<B: Backend>(b: &B, bufs: &[B::Buffer<f32>]) -> Result<Vec<Vec<f32>>, String> {
     b.synchronize().ctx("synchronize")?;
     bufs.iter().map(|x| b.download(x).ctx("download")).collect()
 }

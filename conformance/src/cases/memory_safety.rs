@@ -107,7 +107,7 @@ fn drop_then_replay<B: Backend>(t: &Target<B>) -> CaseResult {
         b.capture_on(&stream, &mut g, || b.add_scalar(&x, 1.0))
             .ctx("capture x += 1")?;
         drop(x);
-        let fresh: Vec<B::Buffer> = (0..8)
+        let fresh: Vec<B::Buffer<f32>> = (0..8)
             .map(|_| b.alloc_from(&vec![7.0; 64 * 1024]))
             .collect::<Result<_, _>>()
             .ctx("alloc fresh buffers")?;
@@ -262,7 +262,7 @@ fn shared_pool_keep_alive<B: Backend>(t: &Target<B>) -> CaseResult {
         outputs.push(out);
     }
     drop(outputs);
-    let fresh: Vec<B::Buffer> = (0..4)
+    let fresh: Vec<B::Buffer<f32>> = (0..4)
         .map(|_| b.alloc_from(&[7.0; 512]))
         .collect::<Result<_, _>>()
         .ctx("alloc plain buffers")?;
@@ -318,7 +318,7 @@ fn pool_block_freed_in_capture<B: Backend>(t: &Target<B>) -> CaseResult {
         Ok(())
     })
     .ctx("capture g4, dropping b11 inside it")?;
-    let ordinary: Vec<B::Buffer> = (0..6)
+    let ordinary: Vec<B::Buffer<f32>> = (0..6)
         .map(|_| b.alloc(1000))
         .collect::<Result<_, _>>()
         .ctx("ordinary allocations")?;
@@ -391,7 +391,7 @@ fn out_of_memory_in_capture<B: Backend>(t: &Target<B>) -> CaseResult {
     // 2^40 floats (4 TiB): more than any device here has.
     const HUGE: usize = 1 << 40;
     let mut g = new_graph(b, GraphOptions::new())?;
-    let scoped = b.capture_on(&stream, &mut g, || b.alloc(HUGE).map(drop));
+    let scoped = b.capture_on(&stream, &mut g, || b.alloc::<f32>(HUGE).map(drop));
     ensure!(
         matches!(scoped, Err(GraphError::OutOfMemory { .. })),
         "scoped capture allocating 4 TiB: expected OutOfMemory, got {scoped:?}"
@@ -405,7 +405,7 @@ fn out_of_memory_in_capture<B: Backend>(t: &Target<B>) -> CaseResult {
     {
         let _s = on_stream(b, &stream)?;
         g.capture_begin().ctx("capture_begin")?;
-        let huge = b.alloc(HUGE);
+        let huge = b.alloc::<f32>(HUGE);
         ensure!(
             matches!(huge, Err(GraphError::OutOfMemory { .. })),
             "explicit capture allocating 4 TiB: expected OutOfMemory, got {huge:?}"

@@ -19,6 +19,7 @@ mod panic_safety;
 mod pools;
 mod state_machine;
 mod torch_parity;
+mod typed;
 mod utilities;
 
 use accel_graph_api::{
@@ -717,5 +718,7 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
     .chain(hardening::cases())
     // 11: PyTorch parity.
     .chain(torch_parity::cases())
+    // 13: typed buffers and views.
+    .chain(typed::cases())
     .collect()
 }

@@ -3,7 +3,7 @@
 //! The table [`OPS`] lists every op of the portable set; a new op is one row here (plus its
 //! variant in `graph-api/src/ops.rs` and its kernel in each backend's `ops.rs`).
 
-use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions, PortableOp};
+use accel_graph_api::{AcceleratorGraph, Backend, GraphOptions, PortableOp, View};
 
 use crate::{
     CaseResult,
@@ -97,7 +97,7 @@ pub(crate) fn each_op_matches_its_definition<B: Backend>(t: &crate::Target<B>) -
             let out = b.alloc_from(&out0).ctx("alloc_from")?;
             let input = b.alloc_from(&in0).ctx("alloc_from")?;
             let input_ref = if aliased { &out } else { &input };
-            b.launch(bind(template, &out, input_ref))
+            b.launch(bind(template, &out, input_ref).map(View::from))
                 .ctx(&format!("eager {name} ({how})"))?;
             let got = read(b, &out)?;
             ensure!(
@@ -110,7 +110,7 @@ pub(crate) fn each_op_matches_its_definition<B: Backend>(t: &crate::Target<B>) -
             b.upload(&out, &out0).ctx("upload")?;
             let mut g = b.graph(GraphOptions::new()).ctx("graph")?;
             b.capture_on(&stream, &mut g, || {
-                b.launch(bind(template, &out, input_ref))
+                b.launch(bind(template, &out, input_ref).map(View::from))
             })
             .ctx(&format!("capture of {name} ({how})"))?;
             let untouched = read(b, &out)?;

@@ -17,7 +17,7 @@ fn after_panic<B: Backend>(
     b: &B,
     stream: &B::Stream,
     g: &mut B::Graph,
-    x: &B::Buffer,
+    x: &B::Buffer<f32>,
 ) -> CaseResult {
     expect_capturing(b, stream, false, "after a panic inside the capture")?;
     expect_state(g, GraphState::Empty, "after a panic inside the capture")?;
@@ -49,7 +49,7 @@ pub(crate) fn panic_in_capture<B: Backend>(t: &Target<B>) -> CaseResult {
             g.capture(|| -> accel_graph_api::Result<()> {
                 let _ = b.add_scalar(&x, 1.0);
                 // A pool allocation made by the capture, alive while unwinding.
-                let _tmp = b.alloc(256);
+                let _tmp = b.alloc::<f32>(256);
                 panic!("deliberate panic inside capture");
             })
         })

@@ -20,7 +20,7 @@ fn capture_with_temp<B: Backend>(
     b: &B,
     stream: &B::Stream,
     g: &mut B::Graph,
-    x: &B::Buffer,
+    x: &B::Buffer<f32>,
     value: f32,
 ) -> Result<u64, String> {
     b.capture_on(stream, g, || {

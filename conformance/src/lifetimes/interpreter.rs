@@ -2,6 +2,7 @@
 
 use accel_graph_api::{
     AcceleratorGraph, Backend, DeviceBuffer, GraphOptions, PoolId, PortableOp, Result as ApiResult,
+    View,
 };
 
 use super::{
@@ -44,7 +45,7 @@ pub(crate) struct Tally {
 
 /// The backend side of a program: its objects, slot for slot with the model's.
 struct Device<B: Backend> {
-    buffers: Vec<Option<B::Buffer>>,
+    buffers: Vec<Option<B::Buffer<f32>>>,
     graphs: Vec<Option<B::Graph>>,
     handles: Vec<Option<PoolId>>,
 }
@@ -406,7 +407,7 @@ fn unary<B: Backend>(
     };
     let model_op = make((buf.address, buf.len));
     let device_op = model_op.map(|_| db);
-    refused(model_op.name(), backend.launch(device_op))?;
+    refused(model_op.name(), backend.launch(device_op.map(View::from)))?;
     record(model, model_op);
     Ok(true)
 }
@@ -442,7 +443,7 @@ fn binary<B: Backend>(
     let model_op = make((ob.address, ob.len), (ib.address, ib.len));
     let mut which = [od, id].into_iter();
     let device_op = model_op.map(|_| which.next().unwrap_or(od));
-    refused(model_op.name(), backend.launch(device_op))?;
+    refused(model_op.name(), backend.launch(device_op.map(View::from)))?;
     record(model, model_op);
     Ok(true)
 }

@@ -26,28 +26,30 @@ pub trait DriverMemory: DriverStreams {
     /// The block's device address.
     fn block_address(&self, block: &Self::Block) -> u64;
 
-    /// Copies `src` into the first `src.len()` bytes of `dst` in `stream`'s order and waits
-    /// for the copy.
+    /// Copies `src` into bytes `offset .. offset + src.len()` of `dst` in `stream`'s order
+    /// and waits for the copy. Offsets and lengths may be any byte count (a view of `u8`s).
     ///
     /// # Safety
-    /// `dst` must be live (allocated by this driver and not freed) and its first `src.len()`
-    /// bytes must lie inside it.
+    /// `dst` must be live (allocated by this driver and not freed) and those bytes must lie
+    /// inside it.
     unsafe fn upload(
         &self,
         dst: &Self::Block,
+        offset: usize,
         src: &[u8],
         stream: &Self::Stream,
     ) -> DriverResult<()>;
 
-    /// Copies the first `dst.len()` bytes of `src` to `dst` after `stream`'s work and waits
-    /// for the copy.
+    /// Copies bytes `offset .. offset + dst.len()` of `src` to `dst` after `stream`'s work
+    /// and waits for the copy. Offsets and lengths may be any byte count.
     ///
     /// # Safety
-    /// `src` must be live (allocated by this driver and not freed) and its first `dst.len()`
-    /// bytes must lie inside it.
+    /// `src` must be live (allocated by this driver and not freed) and those bytes must lie
+    /// inside it.
     unsafe fn download(
         &self,
         src: &Self::Block,
+        offset: usize,
         dst: &mut [u8],
         stream: &Self::Stream,
     ) -> DriverResult<()>;

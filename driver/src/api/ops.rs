@@ -6,13 +6,28 @@ use accel_graph_api::PortableOp;
 
 use super::{DriverCapture, DriverMemory, DriverResult};
 
-/// The memory an op touches: the first `len` `f32` elements of a block.
+/// The memory an op touches: `len` `f32` elements of a block from element `offset` on.
 #[derive(Debug)]
 pub struct Region<'a, B> {
     /// The block.
     pub block: &'a B,
-    /// Elements (the buffer's length; the block may be larger).
+    /// The first element (the view's offset into its buffer, which starts at the block's
+    /// start).
+    pub offset: usize,
+    /// Elements (the view's length; the block may be larger).
     pub len: usize,
+}
+
+impl<B> Region<'_, B> {
+    /// The first element's byte offset in the block.
+    pub fn byte_offset(&self) -> usize {
+        self.offset * std::mem::size_of::<f32>()
+    }
+
+    /// Bytes the region covers.
+    pub fn num_bytes(&self) -> usize {
+        self.len * std::mem::size_of::<f32>()
+    }
 }
 
 impl<B> Clone for Region<'_, B> {
@@ -31,8 +46,8 @@ pub trait DriverOps: DriverMemory + DriverCapture {
     /// Issues `op` on `stream` (run, or recorded if the stream is capturing).
     ///
     /// # Safety
-    /// Every region's first `len` elements must lie inside its block, and the block must be
-    /// live; where the op reads two operands, their lengths must be equal. If `stream` is
+    /// Every region's elements `offset .. offset + len` must lie inside its block, and the
+    /// block must be live; where the op reads two operands, their lengths must be equal. If `stream` is
     /// capturing, the caller must keep the blocks alive as long as any executable made from
     /// the capture can launch (the driver records the op, not a hold on its memory).
     unsafe fn launch_op(

@@ -32,7 +32,12 @@ fn ns_per(d: Duration, n: usize) -> f64 {
 }
 
 /// One tiny op per node, alternating kinds so the plan is not a single repeated op.
-fn issue<B: Backend>(backend: &B, x: &B::Buffer, y: &B::Buffer, nodes: usize) -> Result<()> {
+fn issue<B: Backend>(
+    backend: &B,
+    x: &B::Buffer<f32>,
+    y: &B::Buffer<f32>,
+    nodes: usize,
+) -> Result<()> {
     for i in 0..nodes {
         match i % 3 {
             0 => backend.add_scalar(x, 1.0)?,

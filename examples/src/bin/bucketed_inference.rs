@@ -17,7 +17,7 @@ use clap::Parser;
 
 /// A "model" of portable ops, row-independent so padding rows cannot disturb real rows: four
 /// layers `h = a_l h + c_l` with a residual `h += 0.5 x`, then an output scale.
-fn model<B: Backend>(b: &B, x: &B::Buffer) -> Result<B::Buffer> {
+fn model<B: Backend>(b: &B, x: &B::Buffer<f32>) -> Result<B::Buffer<f32>> {
     let h = b.alloc(x.len())?;
     b.copy(&h, x)?;
     for (a, c) in [(0.75, 0.125), (1.25, -0.5), (0.5, 0.25), (1.5, 0.0625)] {
@@ -34,7 +34,7 @@ fn bits(values: &[f32]) -> Vec<u32> {
 }
 
 fn inference<B: Backend>(backend: &B, batches: usize, hidden: usize) -> Result<()> {
-    let forward = |b: &B, x: &[&B::Buffer]| Ok(vec![model(b, x[0])?]);
+    let forward = |b: &B, x: &[&B::Buffer<f32>]| Ok(vec![model(b, x[0])?]);
 
     let sizes = CaptureSizes::vllm_default();
     let mut cache = BucketedGraphCache::new(

@@ -19,7 +19,7 @@ const LR: f32 = 0.0625;
 
 /// The model: `layers` element-wise layers `h = 0.5 h + w_l`.
 struct Model<B: Backend> {
-    weights: Vec<B::Buffer>,
+    weights: Vec<B::Buffer<f32>>,
 }
 
 impl<B: Backend> Model<B> {
@@ -32,7 +32,7 @@ impl<B: Backend> Model<B> {
 
     /// One step over microbatches `[x, target]`: forward through every layer, the gradient of
     /// a squared error, backward through every layer, SGD update. Returns the last residual.
-    fn step(&self, b: &B, microbatches: &[&[&B::Buffer]]) -> Result<Vec<B::Buffer>> {
+    fn step(&self, b: &B, microbatches: &[&[&B::Buffer<f32>]]) -> Result<Vec<B::Buffer<f32>>> {
         let mut residual = Vec::new();
         for inputs in microbatches {
             let (x, target) = (inputs[0], inputs[1]);
@@ -61,8 +61,11 @@ impl<B: Backend> Model<B> {
     }
 }
 
-/// Distinct step inputs, uploaded before timing: `[batch][microbatch][x, target]`.
-fn make_batches<B: Backend>(b: &B, count: usize, len: usize) -> Result<Vec<[[B::Buffer; 2]; 2]>> {
+/// One step's inputs: `[microbatch][x, target]`.
+type StepInputs<B> = [[<B as accel_graph::PortableOps>::Buffer<f32>; 2]; 2];
+
+/// Distinct step inputs, uploaded before timing, one [`StepInputs`] per step.
+fn make_batches<B: Backend>(b: &B, count: usize, len: usize) -> Result<Vec<StepInputs<B>>> {
     (0..count)
         .map(|s| {
             let buf = |k: usize| {
@@ -121,10 +124,11 @@ fn train_loop<B: Backend>(
     let eager_model = Model::new(backend, layers, len)?;
     let graph_model = Model::new(backend, layers, len)?;
     let mut eager_out = Vec::new();
-    let mut wrapper = FullGraphWrapper::new(backend, |b: &B, _: Stage, mbs: &[&[&B::Buffer]]| {
-        graph_model.step(b, mbs)
-    })?
-    .warmup_steps(warmup as u64);
+    let mut wrapper =
+        FullGraphWrapper::new(backend, |b: &B, _: Stage, mbs: &[&[&B::Buffer<f32>]]| {
+            graph_model.step(b, mbs)
+        })?
+        .warmup_steps(warmup as u64);
 
     // Warmup steps, then the capture step (timed on its own).
     let prelude = warmup + 1;

@@ -19,7 +19,10 @@ use crate::{
 const LEN: usize = 16;
 
 /// `y = 2x` into a new buffer.
-fn double<B: Backend>(b: &B, x: &[&B::Buffer]) -> accel_graph_api::Result<Vec<B::Buffer>> {
+fn double<B: Backend>(
+    b: &B,
+    x: &[&B::Buffer<f32>],
+) -> accel_graph_api::Result<Vec<B::Buffer<f32>>> {
     let y = b.alloc(x[0].len())?;
     b.copy(&y, x[0])?;
     b.scale(&y, 2.0)?;
@@ -28,11 +31,11 @@ fn double<B: Backend>(b: &B, x: &[&B::Buffer]) -> accel_graph_api::Result<Vec<B:
 
 /// A buffer of another instance, placed where a case wants it if that instance allows.
 struct Placed<B: Backend> {
-    buffer: B::Buffer,
+    buffer: B::Buffer<f32>,
     /// Whether it sits at the address asked for.
     at_address: bool,
     /// The buffers allocated on the way, kept so that the address is not handed out again.
-    _passed: Vec<B::Buffer>,
+    _passed: Vec<B::Buffer<f32>>,
 }
 
 /// A buffer of `other` holding `value`, at `address` if `other` hands that address out within

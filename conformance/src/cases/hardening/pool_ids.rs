@@ -19,7 +19,7 @@ fn capture_with_temp<B: Backend>(
     b: &B,
     stream: &B::Stream,
     g: &mut B::Graph,
-    x: &B::Buffer,
+    x: &B::Buffer<f32>,
 ) -> Result<PoolId, String> {
     b.capture_on(stream, g, || {
         let tmp = b.alloc(TEMP_LEN)?;

@@ -24,7 +24,7 @@ fn refuse_huge<B: Backend>(b: &B, where_: &str) -> CaseResult {
     let before = b.memory_stats();
     for (len, name) in HUGE {
         let error = expect_err!(
-            b.alloc(len),
+            b.alloc::<f32>(len),
             GraphError::OutOfMemory { .. },
             format!("alloc({name} elements) {where_}")
         );

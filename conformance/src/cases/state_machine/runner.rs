@@ -46,10 +46,13 @@ pub(super) enum Step {
 /// The callable of the sequence's utilities: `y = 2x` into a new buffer.
 type Double<B> = fn(
     &B,
-    &[&<B as PortableOps>::Buffer],
-) -> accel_graph_api::Result<Vec<<B as PortableOps>::Buffer>>;
+    &[&<B as PortableOps>::Buffer<f32>],
+) -> accel_graph_api::Result<Vec<<B as PortableOps>::Buffer<f32>>>;
 
-fn double<B: Backend>(b: &B, x: &[&B::Buffer]) -> accel_graph_api::Result<Vec<B::Buffer>> {
+fn double<B: Backend>(
+    b: &B,
+    x: &[&B::Buffer<f32>],
+) -> accel_graph_api::Result<Vec<B::Buffer<f32>>> {
     let y = b.alloc(x[0].len())?;
     b.copy(&y, x[0])?;
     b.scale(&y, 2.0)?;
@@ -58,7 +61,7 @@ fn double<B: Backend>(b: &B, x: &[&B::Buffer]) -> accel_graph_api::Result<Vec<B:
 
 /// A buffer slot: the buffer and the instance that allocated it. Shared with the host
 /// callbacks that drop what the slot holds when they run.
-type Slot<B> = Arc<Mutex<Option<(usize, <B as PortableOps>::Buffer)>>>;
+type Slot<B> = Arc<Mutex<Option<(usize, <B as PortableOps>::Buffer<f32>)>>>;
 
 fn lock<T>(slot: &Mutex<T>) -> MutexGuard<'_, T> {
     // A slot is replaced or taken whole: a panic elsewhere cannot tear it.
@@ -610,7 +613,7 @@ impl<B: Backend> Machine<'_, B> {
     fn alloc(&mut self, on: usize, slot: usize, len: usize) -> Result<Step, String> {
         let b = &self.bs[on];
         let fits = len <= 1 << 20;
-        let oom = |r: accel_graph_api::Result<B::Buffer>, what: &str| -> CaseResult {
+        let oom = |r: accel_graph_api::Result<B::Buffer<f32>>, what: &str| -> CaseResult {
             expect_err!(
                 r,
                 GraphError::OutOfMemory { .. },
@@ -631,7 +634,7 @@ impl<B: Backend> Machine<'_, B> {
             OnStream::Clean(_) => b.alloc(len).ctx("alloc inside a capture")?,
             OnStream::NotCapturing => match self.model.unsafe_call_forbidden() {
                 Some(true) => {
-                    let r = b.alloc(len);
+                    let r = b.alloc::<f32>(len);
                     self.model.unsafe_call_made();
                     expect_err!(
                         r,
@@ -878,7 +881,7 @@ impl<B: Backend> Machine<'_, B> {
     }
 
     /// Checks that `got` is twice the contents of `x` (read through instance `on`).
-    fn doubled(&self, on: usize, x: &B::Buffer, got: Vec<f32>, what: &str) -> CaseResult {
+    fn doubled(&self, on: usize, x: &B::Buffer<f32>, got: Vec<f32>, what: &str) -> CaseResult {
         let want: Vec<f32> = self.bs[on]
             .download(x)
             .ctx("download")?

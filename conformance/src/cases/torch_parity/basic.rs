@@ -75,7 +75,11 @@ pub(crate) fn graph_capture_simple<B: Backend>(t: &Target<B>) -> CaseResult {
 
 /// `b = a; for _ in range(10): b = b + c` — each step a new buffer; the one it replaces is
 /// dropped (unless it is `a`, which the caller keeps).
-fn ten_times_plus<B: Backend>(b: &B, a: &B::Buffer, c: f32) -> accel_graph_api::Result<B::Buffer> {
+fn ten_times_plus<B: Backend>(
+    b: &B,
+    a: &B::Buffer<f32>,
+    c: f32,
+) -> accel_graph_api::Result<B::Buffer<f32>> {
     let mut out = plus(b, a, c)?;
     for _ in 1..10 {
         out = plus(b, &out, c)?;
@@ -231,7 +235,7 @@ pub(crate) fn cuda_graph_raw_graph_reset_and_recapture<B: Backend>(t: &Target<B>
 fn instantiate_replay_three<B: Backend>(
     b: &B,
     g: &mut B::Graph,
-    x: &B::Buffer,
+    x: &B::Buffer<f32>,
     step: f32,
 ) -> CaseResult {
     g.instantiate().ctx("instantiate")?;

@@ -135,7 +135,7 @@ pub(crate) fn graph_capture_oom<B: Backend>(t: &Target<B>) -> CaseResult {
 }
 
 /// PyTorch's `fn()` of 11.27: `x = zeros(2000); y = x + x + x`.
-fn zeros_times_three<B: Backend>(b: &B) -> accel_graph_api::Result<B::Buffer> {
+fn zeros_times_three<B: Backend>(b: &B) -> accel_graph_api::Result<B::Buffer<f32>> {
     let x = full(b, 2000, 0.0)?;
     let two = add(b, &x, &x)?;
     add(b, &two, &x)
@@ -176,7 +176,7 @@ pub(crate) fn cuda_graph_error_options<B: Backend>(t: &Target<B>) -> CaseResult 
                     let own = b.new_stream()?;
                     let _on_own = b.use_stream(&own)?;
                     // `caching_allocator_alloc(1024)`, then `caching_allocator_delete`.
-                    let mem = b.alloc(256)?;
+                    let mem = b.alloc::<f32>(256)?;
                     drop(mem);
                     Ok(())
                 },

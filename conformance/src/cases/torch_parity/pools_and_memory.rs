@@ -151,7 +151,7 @@ pub(crate) fn graph_two_successive<B: Backend>(t: &Target<B>) -> CaseResult {
 
         // Unrelated eager work mixed with the replays.
         let mut c = clone_of(b, &a).ctx("c = a.clone()")?;
-        let mut eager_twice = |c: &mut B::Buffer| -> CaseResult {
+        let mut eager_twice = |c: &mut B::Buffer<f32>| -> CaseResult {
             for _ in 0..2 {
                 *c = func_with_temps(b, c, 3.0, &mut addresses).ctx("func_with_temps(c, 3)")?;
             }

@@ -20,10 +20,10 @@ use crate::{
 /// The buffers of `z = x + y`.
 struct Sum<B: Backend> {
     /// Held, as PyTorch's `x` is, until the test ends.
-    _x: B::Buffer,
+    _x: B::Buffer<f32>,
     /// Held, as PyTorch's `y` is, until the test ends.
-    _y: B::Buffer,
-    z: B::Buffer,
+    _y: B::Buffer<f32>,
+    z: B::Buffer<f32>,
 }
 
 /// `x = zeros(2000); y = ones(2000)`, then `with torch.cuda.graph(graph,

@@ -33,21 +33,21 @@ pub(super) fn wait_stream<B: Backend>(b: &B, waiter: &B::Stream, waited: &B::Str
 
 /// `torch.full((len,), value)` (also `ones`, `zeros`): a new buffer, filled on the current
 /// stream; inside a capture it comes from the graph's pool and the fill is captured.
-pub(super) fn full<B: Backend>(b: &B, len: usize, value: f32) -> Result<B::Buffer> {
+pub(super) fn full<B: Backend>(b: &B, len: usize, value: f32) -> Result<B::Buffer<f32>> {
     let x = b.alloc(len)?;
     b.fill(&x, value)?;
     Ok(x)
 }
 
 /// `t.clone()`: a new buffer and a device-to-device copy.
-pub(super) fn clone_of<B: Backend>(b: &B, t: &B::Buffer) -> Result<B::Buffer> {
+pub(super) fn clone_of<B: Backend>(b: &B, t: &B::Buffer<f32>) -> Result<B::Buffer<f32>> {
     let x = b.alloc(t.len())?;
     b.copy(&x, t)?;
     Ok(x)
 }
 
 /// `t + c`, out of place: a new buffer holding `t`, then `add_scalar`.
-pub(super) fn plus<B: Backend>(b: &B, t: &B::Buffer, c: f32) -> Result<B::Buffer> {
+pub(super) fn plus<B: Backend>(b: &B, t: &B::Buffer<f32>, c: f32) -> Result<B::Buffer<f32>> {
     let x = clone_of(b, t)?;
     b.add_scalar(&x, c)?;
     Ok(x)
@@ -55,7 +55,11 @@ pub(super) fn plus<B: Backend>(b: &B, t: &B::Buffer, c: f32) -> Result<B::Buffer
 
 /// `x + y`, out of place: a new buffer holding `x`, then `axpy` with factor 1 (the portable
 /// op set has no element-wise add of two buffers; `x + 1 * y` is exactly `x + y`).
-pub(super) fn add<B: Backend>(b: &B, x: &B::Buffer, y: &B::Buffer) -> Result<B::Buffer> {
+pub(super) fn add<B: Backend>(
+    b: &B,
+    x: &B::Buffer<f32>,
+    y: &B::Buffer<f32>,
+) -> Result<B::Buffer<f32>> {
     let out = clone_of(b, x)?;
     b.axpy(&out, 1.0, y)?;
     Ok(out)
@@ -66,11 +70,11 @@ pub(super) fn add<B: Backend>(b: &B, x: &B::Buffer, y: &B::Buffer) -> Result<B::
 /// Python drops them. The address of every buffer it allocates is pushed to `allocated`.
 pub(super) fn func_with_temps<B: Backend>(
     b: &B,
-    t: &B::Buffer,
+    t: &B::Buffer<f32>,
     val: f32,
     allocated: &mut Vec<u64>,
-) -> Result<B::Buffer> {
-    let mut temp_plus = || -> Result<B::Buffer> {
+) -> Result<B::Buffer<f32>> {
+    let mut temp_plus = || -> Result<B::Buffer<f32>> {
         let clone = clone_of(b, t)?;
         let out = plus(b, &clone, val)?;
         allocated.extend([clone.device_address(), out.device_address()]);
@@ -85,14 +89,14 @@ pub(super) fn func_with_temps<B: Backend>(
 
 /// `buf.sum().item()`: waits for the device, reads `buf` back and sums on the host, in `f64`
 /// so that the sums of these tests (integers below 2^53) are exact.
-pub(super) fn sum<B: Backend>(b: &B, buf: &B::Buffer) -> Result<f64, String> {
+pub(super) fn sum<B: Backend>(b: &B, buf: &B::Buffer<f32>) -> Result<f64, String> {
     Ok(read(b, buf)?.iter().map(|&v| f64::from(v)).sum())
 }
 
 /// `assertEqual(buf.sum().item(), expected)`.
 pub(super) fn expect_sum<B: Backend>(
     b: &B,
-    buf: &B::Buffer,
+    buf: &B::Buffer<f32>,
     expected: f64,
     what: &str,
 ) -> Result<(), String> {
@@ -113,7 +117,7 @@ const SPIN_LEN: usize = 1 << 22;
 /// stream busy once the call returns, so there the chain is one op on one element, which
 /// checks the same calls without spending time.
 pub(super) struct Spin<B: Backend> {
-    scratch: B::Buffer,
+    scratch: B::Buffer<f32>,
     ops: usize,
 }
 

@@ -13,7 +13,10 @@ use crate::{
 };
 
 /// Inputs of 2 and 1 elements per row, outputs `[x0 + 1, x1]` of the same widths.
-fn rows_model<B: Backend>(b: &B, x: &[&B::Buffer]) -> accel_graph_api::Result<Vec<B::Buffer>> {
+fn rows_model<B: Backend>(
+    b: &B,
+    x: &[&B::Buffer<f32>],
+) -> accel_graph_api::Result<Vec<B::Buffer<f32>>> {
     let y = affine(b, x[0], 2.0, 1.0)?;
     b.axpy(&y, -1.0, x[0])?;
     Ok(vec![y, affine(b, x[1], 1.0, 0.0)?])
@@ -22,7 +25,7 @@ fn rows_model<B: Backend>(b: &B, x: &[&B::Buffer]) -> accel_graph_api::Result<Ve
 pub(crate) fn bucketed_cache_pads_to_nearest_bucket<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
     let sizes = CaptureSizes::new([2, 4, 8]).ctx("sizes")?;
-    let f = |b: &B, x: &[&B::Buffer]| rows_model(b, x);
+    let f = |b: &B, x: &[&B::Buffer<f32>]| rows_model(b, x);
     let opts = BucketedCacheOptions::new().pad_value(7.0);
     let mut cache = BucketedGraphCache::new(b, f, sizes, vec![2, 1], opts).ctx("cache")?;
     let x0: Vec<f32> = (0..6).map(|v| v as f32).collect();
@@ -75,7 +78,7 @@ pub(crate) fn bucketed_cache_pads_to_nearest_bucket<B: Backend>(t: &Target<B>) -
 pub(crate) fn bucketed_cache_eager_beyond_largest<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
     let calls = Cell::new(0usize);
-    let f = |b: &B, x: &[&B::Buffer]| {
+    let f = |b: &B, x: &[&B::Buffer<f32>]| {
         calls.set(calls.get() + 1);
         rows_model(b, x)
     };
@@ -109,7 +112,7 @@ pub(crate) fn bucketed_cache_eager_beyond_largest<B: Backend>(t: &Target<B>) -> 
 pub(crate) fn bucketed_cache_replay_matches_eager<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
     let sizes = CaptureSizes::new([1, 2, 4, 8]).ctx("sizes")?;
-    let f = |b: &B, x: &[&B::Buffer]| rows_model(b, x);
+    let f = |b: &B, x: &[&B::Buffer<f32>]| rows_model(b, x);
     let mut cache = BucketedGraphCache::new(b, f, sizes, vec![2, 1], BucketedCacheOptions::new())
         .ctx("cache")?;
     ensure(cache.capture_all().ctx("capture_all")? == 4, || {
@@ -147,7 +150,7 @@ pub(crate) fn bucketed_cache_replay_matches_eager<B: Backend>(t: &Target<B>) -> 
 
 pub(crate) fn bucketed_cache_argument_errors<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
-    let f = |b: &B, x: &[&B::Buffer]| rows_model(b, x);
+    let f = |b: &B, x: &[&B::Buffer<f32>]| rows_model(b, x);
     let sizes = CaptureSizes::new([4]).ctx("sizes")?;
     expect_argument_mismatch(
         "zero width",
@@ -160,7 +163,7 @@ pub(crate) fn bucketed_cache_argument_errors<B: Backend>(t: &Target<B>) -> CaseR
     expect_argument_mismatch("half a row", cache.run(&[&[1.0; 3], &[1.0; 2]]))?;
     expect_argument_mismatch("rows disagree", cache.run(&[&[1.0; 4], &[1.0; 3]]))?;
     expect_argument_mismatch("empty batch", cache.run(&[&[], &[]]))?;
-    let odd = |b: &B, x: &[&B::Buffer]| Ok(vec![b.alloc(x[0].len() + 1)?]);
+    let odd = |b: &B, x: &[&B::Buffer<f32>]| Ok(vec![b.alloc(x[0].len() + 1)?]);
     let mut odd_cache = BucketedGraphCache::new(
         b,
         odd,

@@ -19,9 +19,9 @@ use crate::{
 /// `w -= lr * g`. Returns `[y, r]` of the last microbatch.
 fn train_step<B: Backend>(
     b: &B,
-    w: &B::Buffer,
-    microbatches: &[&[&B::Buffer]],
-) -> accel_graph_api::Result<Vec<B::Buffer>> {
+    w: &B::Buffer<f32>,
+    microbatches: &[&[&B::Buffer<f32>]],
+) -> accel_graph_api::Result<Vec<B::Buffer<f32>>> {
     let mut outputs = Vec::new();
     for inputs in microbatches {
         let y = affine(b, inputs[0], 0.5, 0.0)?;
@@ -43,7 +43,7 @@ pub(crate) fn full_graph_warmup_then_capture_once_per_stage<B: Backend>(
 ) -> CaseResult {
     let b = t.backend();
     let calls = [Cell::new(0u64), Cell::new(0u64)];
-    let step = |b: &B, stage: Stage, mbs: &[&[&B::Buffer]]| {
+    let step = |b: &B, stage: Stage, mbs: &[&[&B::Buffer<f32>]]| {
         let i = usize::from(stage == Stage::Validation);
         calls[i].set(calls[i].get() + 1);
         Ok(vec![affine(b, mbs[0][0], 1.0, 1.0)?])
@@ -121,7 +121,7 @@ pub(crate) fn full_graph_replay_matches_eager_100_steps<B: Backend>(t: &Target<B
     let init = data(99, n);
     let w_eager = b.alloc_from(&init).ctx("alloc")?;
     let w_graph = b.alloc_from(&init).ctx("alloc")?;
-    let step = |b: &B, _: Stage, mbs: &[&[&B::Buffer]]| train_step(b, &w_graph, mbs);
+    let step = |b: &B, _: Stage, mbs: &[&[&B::Buffer<f32>]]| train_step(b, &w_graph, mbs);
     let mut wrapper = FullGraphWrapper::new(b, step)
         .ctx("wrapper")?
         .warmup_steps(3);
@@ -132,7 +132,7 @@ pub(crate) fn full_graph_replay_matches_eager_100_steps<B: Backend>(t: &Target<B
             .map(|h| b.alloc_from(h))
             .collect::<accel_graph_api::Result<Vec<_>>>()
             .ctx("alloc inputs")?;
-        let mbs: [&[&B::Buffer]; 2] = [&[&bufs[0], &bufs[1]], &[&bufs[2], &bufs[3]]];
+        let mbs: [&[&B::Buffer<f32>]; 2] = [&[&bufs[0], &bufs[1]], &[&bufs[2], &bufs[3]]];
         let want = train_step(b, &w_eager, &mbs).ctx("eager step")?;
         let got = wrapper.run(Stage::Training, &mbs).ctx("wrapped step")?;
         for (i, (g, e)) in got.iter().zip(&want).enumerate() {
@@ -161,7 +161,10 @@ pub(crate) fn full_graph_replay_matches_eager_100_steps<B: Backend>(t: &Target<B
 }
 
 /// A step summing its microbatches' first inputs.
-fn sum_step<B: Backend>(b: &B, mbs: &[&[&B::Buffer]]) -> accel_graph_api::Result<Vec<B::Buffer>> {
+fn sum_step<B: Backend>(
+    b: &B,
+    mbs: &[&[&B::Buffer<f32>]],
+) -> accel_graph_api::Result<Vec<B::Buffer<f32>>> {
     let sum = b.alloc(mbs[0][0].len())?;
     b.fill(&sum, 0.0)?;
     for inputs in mbs {
@@ -172,7 +175,7 @@ fn sum_step<B: Backend>(b: &B, mbs: &[&[&B::Buffer]]) -> accel_graph_api::Result
 
 pub(crate) fn full_graph_signature_recapture<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
-    let step = |b: &B, _: Stage, mbs: &[&[&B::Buffer]]| sum_step(b, mbs);
+    let step = |b: &B, _: Stage, mbs: &[&[&B::Buffer<f32>]]| sum_step(b, mbs);
     let mut wrapper = FullGraphWrapper::new(b, step)
         .ctx("wrapper")?
         .warmup_steps(0)
@@ -229,7 +232,7 @@ pub(crate) fn full_graph_signature_recapture<B: Backend>(t: &Target<B>) -> CaseR
 
 pub(crate) fn full_graph_signature_error<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
-    let step = |b: &B, _: Stage, mbs: &[&[&B::Buffer]]| sum_step(b, mbs);
+    let step = |b: &B, _: Stage, mbs: &[&[&B::Buffer<f32>]]| sum_step(b, mbs);
     let mut wrapper = FullGraphWrapper::new(b, step)
         .ctx("wrapper")?
         .warmup_steps(1)
@@ -284,7 +287,7 @@ pub(crate) fn full_graph_signature_error<B: Backend>(t: &Target<B>) -> CaseResul
 
 pub(crate) fn full_graph_reset_one_stage<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
-    let step = |b: &B, _: Stage, mbs: &[&[&B::Buffer]]| sum_step(b, mbs);
+    let step = |b: &B, _: Stage, mbs: &[&[&B::Buffer<f32>]]| sum_step(b, mbs);
     let mut wrapper = FullGraphWrapper::new(b, step)
         .ctx("wrapper")?
         .warmup_steps(0);
@@ -315,7 +318,7 @@ pub(crate) fn full_graph_reset_one_stage<B: Backend>(t: &Target<B>) -> CaseResul
 
 pub(crate) fn full_graph_single_mempool<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
-    let step = |b: &B, _: Stage, mbs: &[&[&B::Buffer]]| sum_step(b, mbs);
+    let step = |b: &B, _: Stage, mbs: &[&[&B::Buffer<f32>]]| sum_step(b, mbs);
     let x = b.alloc_from(&[1.0; 4]).ctx("alloc")?;
     let pools =
         |single: bool| -> Result<(accel_graph_api::PoolId, accel_graph_api::PoolId), String> {

@@ -17,14 +17,14 @@ use crate::{
 /// A callable as a plain function pointer.
 type PlainCallable<B> = fn(
     &B,
-    &[&<B as PortableOps>::Buffer],
-) -> accel_graph_api::Result<Vec<<B as PortableOps>::Buffer>>;
+    &[&<B as PortableOps>::Buffer<f32>],
+) -> accel_graph_api::Result<Vec<<B as PortableOps>::Buffer<f32>>>;
 
 pub(crate) fn graphed_callable_warmup_count<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
     for warmup in [3usize, 1, 0] {
         let calls = Cell::new(0usize);
-        let f = |b: &B, x: &[&B::Buffer]| {
+        let f = |b: &B, x: &[&B::Buffer<f32>]| {
             calls.set(calls.get() + 1);
             Ok(vec![affine(b, x[0], 2.0, 1.0)?])
         };
@@ -60,7 +60,7 @@ pub(crate) fn graphed_callable_replay_matches_eager<B: Backend>(t: &Target<B>) -
     let b = t.backend();
     let n = 16;
     let w = b.alloc_from(&data(7, n)).ctx("alloc weights")?;
-    let f = |b: &B, x: &[&B::Buffer]| {
+    let f = |b: &B, x: &[&B::Buffer<f32>]| {
         let h = layer(b, x[0], &w)?;
         b.axpy(&h, -0.25, x[1])?;
         Ok(vec![affine(b, &h, 3.0, 0.5)?, h])
@@ -85,12 +85,12 @@ pub(crate) fn graphed_callable_replay_matches_eager<B: Backend>(t: &Target<B>) -
 
 pub(crate) fn graphed_callable_copies_only_foreign_inputs<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
-    let f = |b: &B, x: &[&B::Buffer]| Ok(vec![affine(b, x[0], -1.0, 0.0)?]);
+    let f = |b: &B, x: &[&B::Buffer<f32>]| Ok(vec![affine(b, x[0], -1.0, 0.0)?]);
     let sample = vec![b.alloc_from(&[1.0; 4]).ctx("alloc")?];
     let mut g = make_graphed_callable(b, f, sample, GraphedCallableOptions::new())
         .ctx("make_graphed_callable")?;
     let static_x = g.static_inputs()[0].clone();
-    b.upload(&static_x, &[1.0, 2.0, 3.0, 4.0]).ctx("upload")?;
+    b.upload(&*static_x, &[1.0, 2.0, 3.0, 4.0]).ctx("upload")?;
     let got = b
         .download(&g.call(&[&static_x]).ctx("call with static input")?[0])
         .ctx("download")?;
@@ -106,7 +106,7 @@ pub(crate) fn graphed_callable_copies_only_foreign_inputs<B: Backend>(t: &Target
     ensure(g.stats().input_copies == 1, || {
         format!("expected one copy: {:?}", g.stats())
     })?;
-    let copied = b.download(&static_x).ctx("download static input")?;
+    let copied = b.download(&*static_x).ctx("download static input")?;
     same_bits("static input after copy-in", &copied, &[5.0; 4])
 }
 
@@ -116,7 +116,7 @@ pub(crate) fn graphed_callable_mode_fallback<B: Backend>(t: &Target<B>) -> CaseR
     // Dropout stand-in: training halves, evaluation passes through.
     let module = Modal::new(
         ModuleMode::Train,
-        |b: &B, mode: ModuleMode, x: &[&B::Buffer]| {
+        |b: &B, mode: ModuleMode, x: &[&B::Buffer<f32>]| {
             calls.set(calls.get() + 1);
             let a = if mode == ModuleMode::Train { 0.5 } else { 1.0 };
             Ok(vec![affine(b, x[0], a, 0.0)?])
@@ -164,7 +164,7 @@ pub(crate) fn graphed_callable_mode_fallback<B: Backend>(t: &Target<B>) -> CaseR
 
 pub(crate) fn graphed_callable_argument_errors<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
-    let f = |b: &B, x: &[&B::Buffer]| Ok(vec![affine(b, x[0], 1.0, 1.0)?]);
+    let f = |b: &B, x: &[&B::Buffer<f32>]| Ok(vec![affine(b, x[0], 1.0, 1.0)?]);
     let opts = GraphedCallableOptions::new().warmup_iters(0);
 
     let samples = vec![
@@ -217,7 +217,7 @@ pub(crate) fn graphed_callables_share_one_pool<B: Backend>(t: &Target<B>) -> Cas
     let w = b.alloc_from(&data(3, n)).ctx("alloc weights")?;
     let make = |b: &B, pool_per_callable: bool| {
         let opts = GraphedCallableOptions::new().warmup_iters(1);
-        let f = |b: &B, x: &[&B::Buffer]| Ok(vec![layer(b, x[0], &w)?]);
+        let f = |b: &B, x: &[&B::Buffer<f32>]| Ok(vec![layer(b, x[0], &w)?]);
         let sample = || b.alloc_from(&data(5, n)).map(|x| vec![x]);
         if pool_per_callable {
             let first = make_graphed_callables(b, vec![f], vec![sample()?], opts)?;

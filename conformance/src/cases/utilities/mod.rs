@@ -59,7 +59,12 @@ fn expect_argument_mismatch<T>(
 }
 
 /// `y = a * x + c` into a new buffer: a small "layer" of portable ops.
-fn affine<B: Backend>(b: &B, x: &B::Buffer, a: f32, c: f32) -> accel_graph_api::Result<B::Buffer> {
+fn affine<B: Backend>(
+    b: &B,
+    x: &B::Buffer<f32>,
+    a: f32,
+    c: f32,
+) -> accel_graph_api::Result<B::Buffer<f32>> {
     let y = b.alloc(x.len())?;
     b.copy(&y, x)?;
     b.scale(&y, a)?;
@@ -68,7 +73,11 @@ fn affine<B: Backend>(b: &B, x: &B::Buffer, a: f32, c: f32) -> accel_graph_api::
 }
 
 /// Two-input layer with a temporary: `t = x + 2w` (freed), `y = 0.5 t - 1` (returned).
-fn layer<B: Backend>(b: &B, x: &B::Buffer, w: &B::Buffer) -> accel_graph_api::Result<B::Buffer> {
+fn layer<B: Backend>(
+    b: &B,
+    x: &B::Buffer<f32>,
+    w: &B::Buffer<f32>,
+) -> accel_graph_api::Result<B::Buffer<f32>> {
     let t = b.alloc(x.len())?;
     b.copy(&t, x)?;
     b.axpy(&t, 2.0, w)?;
