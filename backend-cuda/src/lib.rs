@@ -68,6 +68,7 @@ mod device;
 mod error;
 mod event;
 mod graph;
+mod kernels;
 mod memory;
 mod ops;
 mod stream;

@@ -85,7 +85,8 @@ macro_rules! runtime_modules {
     ($($module:ident),*) => { $(#[cfg(feature = "runtime")] mod $module;)* };
 }
 runtime_modules!(
-    capture, device, error, event, ffi, graph, memory, node_kind, ops, probe, stream, topology
+    capture, device, error, event, ffi, graph, kernels, memory, node_kind, ops, probe, stream,
+    topology
 );
 #[cfg(not(feature = "runtime"))]
 mod unavailable;

@@ -9,14 +9,14 @@
 use std::{ffi::c_void, marker::PhantomData, path::Path};
 
 use accel_graph_api::{
-    BackendKind, Capabilities, CaptureErrorMode, EventOptions, GraphError, GraphTopology,
-    PortableOp, Result,
+    BackendKind, Capabilities, CaptureErrorMode, EventOptions, FloatType, Gemm, GraphError,
+    GraphTopology, PortableOp, Result, kernel::Kernel,
 };
 use accel_graph_driver::{
     Driver, DriverResult,
     api::{
-        DriverCapture, DriverEvents, DriverGraphs, DriverMemory, DriverOps, DriverStreams, HostFn,
-        Region,
+        Bytes, DriverCapture, DriverEvents, DriverGraphs, DriverKernels, DriverMemory, DriverOps,
+        DriverStreams, HostFn, RawArg, Region,
     },
 };
 
@@ -218,6 +218,34 @@ impl DriverOps for HipDevice {
         match self.never {}
     }
     unsafe fn launch_host(&self, _: &HStream, _: HostFn, _: *mut c_void) -> DriverResult<()> {
+        match self.never {}
+    }
+}
+
+impl DriverKernels for HipDevice {
+    type Module = ();
+    fn load_kernel(&self, _: &Kernel) -> DriverResult<()> {
+        match self.never {}
+    }
+    unsafe fn launch_kernel(
+        &self,
+        _: &(),
+        _: &Kernel,
+        _: [u32; 3],
+        _: &[RawArg<'_, HBlock>],
+        _: &HStream,
+    ) -> DriverResult<()> {
+        match self.never {}
+    }
+    unsafe fn gemm(
+        &self,
+        _: &Gemm,
+        _: FloatType,
+        _: Bytes<'_, HBlock>,
+        _: Bytes<'_, HBlock>,
+        _: Bytes<'_, HBlock>,
+        _: &HStream,
+    ) -> DriverResult<()> {
         match self.never {}
     }
 }

@@ -69,6 +69,7 @@ mod error;
 mod event;
 mod faults;
 mod graph;
+mod kernels;
 mod memory;
 mod ops;
 mod stream;

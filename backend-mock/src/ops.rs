@@ -81,6 +81,10 @@ pub(crate) enum MockCommand {
     /// A wait on an external event (a node of its own in a graph; the mock's streams are
     /// synchronous, so it orders nothing more).
     WaitEvent,
+    /// A user kernel's launch.
+    Kernel(Arc<crate::kernels::KernelLaunch>),
+    /// A matrix product.
+    Gemm(Arc<crate::kernels::GemmLaunch>),
 }
 
 impl MockCommand {
@@ -88,6 +92,7 @@ impl MockCommand {
     pub(crate) fn kind(&self) -> NodeKind {
         match self {
             MockCommand::Op(op) => op.node_kind(),
+            MockCommand::Kernel(_) | MockCommand::Gemm(_) => NodeKind::Kernel,
             MockCommand::Host(_) => NodeKind::Host,
             MockCommand::RecordEvent(_) => NodeKind::EventRecord,
             MockCommand::WaitEvent => NodeKind::EventWait,
@@ -107,6 +112,8 @@ impl MockCommand {
                 PortableOp::Axpy { y, a, x } => write!(s, "axpy y={y} a={a} x={x}"),
                 PortableOp::Mul { y, x } => write!(s, "mul y={y} x={x}"),
             },
+            MockCommand::Kernel(k) => write!(s, "{}", k.label()),
+            MockCommand::Gemm(g) => write!(s, "{}", g.label()),
             MockCommand::Host(_) => write!(s, "host_callback"),
             MockCommand::RecordEvent(_) => write!(s, "event_record"),
             MockCommand::WaitEvent => write!(s, "event_wait"),
@@ -116,15 +123,19 @@ impl MockCommand {
 
     /// The address of the first block the command touches that went back to the device.
     fn released_address(&self) -> Option<u64> {
-        let MockCommand::Op(op) = self else {
-            return None;
-        };
-        let (out, input) = op.as_ref().operands();
-        [Some(out), input]
-            .into_iter()
-            .flatten()
-            .find(|c| c.block.is_released())
-            .map(|c| c.block.address())
+        let released = |block: &Arc<MockBlock>| block.is_released().then(|| block.address());
+        match self {
+            MockCommand::Op(op) => {
+                let (out, input) = op.as_ref().operands();
+                [Some(out), input]
+                    .into_iter()
+                    .flatten()
+                    .find_map(|c| released(&c.block))
+            }
+            MockCommand::Kernel(k) => k.blocks().find_map(released),
+            MockCommand::Gemm(g) => g.blocks().into_iter().find_map(released),
+            _ => None,
+        }
     }
 }
 
@@ -215,6 +226,8 @@ impl MockDevice {
             }
             MockCommand::RecordEvent(event) => event.complete(self.tick()),
             MockCommand::WaitEvent => {}
+            MockCommand::Kernel(k) => k.run()?,
+            MockCommand::Gemm(g) => g.run(),
         }
         self.tick();
         Ok(())
@@ -225,7 +238,13 @@ impl MockDevice {
     pub(crate) fn issue(&self, stream: &MockStreamState, command: MockCommand) -> DriverResult<()> {
         self.alive()?;
         // The counters count work (ops, host functions), not event records.
-        let work = matches!(command, MockCommand::Op(_) | MockCommand::Host(_));
+        let work = matches!(
+            command,
+            MockCommand::Op(_)
+                | MockCommand::Host(_)
+                | MockCommand::Kernel(_)
+                | MockCommand::Gemm(_)
+        );
         match self.capture.record(stream.index(), command)? {
             None => {
                 Counters::bump(&self.counters.captured_ops, u64::from(work));

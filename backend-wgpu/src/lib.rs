@@ -53,6 +53,7 @@ mod memory;
 mod ops;
 mod stream;
 mod timing;
+mod user_kernels;
 mod wgsl;
 
 pub use adapter::ADAPTER_ENV;

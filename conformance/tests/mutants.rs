@@ -4,8 +4,10 @@
 use std::sync::{Arc, Mutex};
 
 use accel_graph_api::{
-    Backend, BackendKind, BlockInfo, Capabilities, Element, EventOptions, GraphError, GraphOptions,
-    HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp, PortableOps, Result, View,
+    Backend, BackendKind, BlockInfo, Capabilities, Element, EventOptions, FloatElement, Gemm,
+    GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp,
+    PortableOps, Result, View,
+    kernel::{Kernel, KernelArg},
 };
 use accel_graph_conformance::{Outcome, Target, cases, run_case};
 use accel_graph_mock::{MockBackend, MockBuffer, MockConfig};
@@ -44,6 +46,7 @@ impl Mutant {
 }
 
 impl PortableOps for Mutant {
+    type Memory = <MockBackend as PortableOps>::Memory;
     type Buffer<T: Element> = MockBuffer<T>;
 
     fn launch(&self, op: PortableOp<View<'_, MockBuffer>>) -> Result<()> {
@@ -136,6 +139,26 @@ impl Backend for Mutant {
         dst: &mut [T],
     ) -> Result<()> {
         self.inner.download_into(src, dst)
+    }
+    fn launch_kernel(
+        &self,
+        kernel: &Kernel,
+        grid: [u32; 3],
+        args: &[KernelArg<'_, Self::Memory>],
+    ) -> Result<()> {
+        self.inner.launch_kernel(kernel, grid, args)
+    }
+    fn prepare_kernel(&self, kernel: &Kernel) -> Result<()> {
+        self.inner.prepare_kernel(kernel)
+    }
+    fn gemm<'a, 'b, 'c, T: FloatElement>(
+        &self,
+        spec: &Gemm,
+        a: impl Into<View<'a, Self::Buffer<T>>>,
+        b: impl Into<View<'b, Self::Buffer<T>>>,
+        c: impl Into<View<'c, Self::Buffer<T>>>,
+    ) -> Result<()> {
+        self.inner.gemm(spec, a, b, c)
     }
     fn record_stream<T: Element>(
         &self,

@@ -3,14 +3,16 @@
 use std::sync::Arc;
 
 use accel_graph_api::{
-    Backend, BackendKind, BlockInfo, Capabilities, DeviceBuffer, Element, EventOptions, Graph,
-    GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp,
-    PortableOps, Result, View, backend_kit::new_graph,
+    Backend, BackendKind, BlockInfo, Capabilities, DeviceBuffer, Element, EventOptions,
+    FloatElement, Gemm, Graph, GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats,
+    PoolId, PortableOp, PortableOps, Result, View,
+    backend_kit::new_graph,
+    kernel::{Kernel, KernelArg, Param, check_arguments, check_grid},
 };
 
 use crate::{
-    Driver, DriverBuffer, DriverEvent, DriverGraph, DriverResult, DriverStream,
-    api::Region,
+    BufferMemory, Driver, DriverBuffer, DriverEvent, DriverGraph, DriverResult, DriverStream,
+    api::{Bytes, RawArg, Region},
     capture::CaptureEntry,
     errors::{CallSite, waits_for_capturing_stream},
     host::{self, HostCall},
@@ -84,6 +86,15 @@ impl<D: Driver> DriverBackend<D> {
         }
     }
 
+    /// The bytes of a view, as the driver's kernels and GEMM take them.
+    fn bytes_of<'v, T: Element>(view: &View<'v, DriverBuffer<D, T>>) -> Bytes<'v, D::Block> {
+        Bytes {
+            block: view.buffer().block(),
+            offset: view.byte_offset(),
+            len: view.num_bytes(),
+        }
+    }
+
     fn own_buffer<T: Element>(&self, buffer: &DriverBuffer<D, T>) -> Result<()> {
         if buffer.instance_id() == self.shared.id {
             Ok(())
@@ -146,6 +157,7 @@ impl<D: Driver> DriverBackend<D> {
 }
 
 impl<D: Driver> PortableOps for DriverBackend<D> {
+    type Memory = BufferMemory<D>;
     type Buffer<T: Element> = DriverBuffer<D, T>;
 
     fn launch(&self, op: PortableOp<View<'_, DriverBuffer<D>>>) -> Result<()> {
@@ -604,6 +616,114 @@ impl<D: Driver> Backend for DriverBackend<D> {
             }
         }
         self.after_wait()
+    }
+
+    fn launch_kernel(
+        &self,
+        kernel: &Kernel,
+        grid: [u32; 3],
+        args: &[KernelArg<'_, BufferMemory<D>>],
+    ) -> Result<()> {
+        check_grid(kernel, grid)?;
+        check_arguments(kernel, self.shared.id, args)?;
+        let shared = &self.shared;
+        let module = shared.kernel_module(kernel)?;
+        let raw: Vec<RawArg<'_, D::Block>> = kernel
+            .params()
+            .iter()
+            .zip(args)
+            .map(|(param, arg)| match (param, arg) {
+                (
+                    Param::Buffer { access, .. },
+                    KernelArg::Buffer {
+                        memory,
+                        element,
+                        offset,
+                        len,
+                        ..
+                    },
+                ) => Ok(RawArg::Buffer {
+                    // The view lies inside its buffer, whose size in bytes was allocated.
+                    bytes: Bytes {
+                        block: memory.block(),
+                        offset: offset * element.size(),
+                        len: len * element.size(),
+                    },
+                    element: *element,
+                    access: *access,
+                }),
+                (Param::Scalar { .. }, KernelArg::Scalar(value)) => Ok(RawArg::Scalar(*value)),
+                // `check_arguments` matched kinds above; a mismatch cannot reach here.
+                _ => Err(GraphError::KernelArguments {
+                    kernel: kernel.name().to_owned(),
+                    message: "an argument's kind does not match its parameter".to_owned(),
+                }),
+            })
+            .collect::<Result<_>>()?;
+        shared.bind()?;
+        shared.current.with(|stream| {
+            if let Some(entry) = Self::valid_capture(stream)? {
+                for arg in args {
+                    if let KernelArg::Buffer { memory, .. } = arg {
+                        entry.keep_block(memory.allocation());
+                    }
+                }
+            }
+            shared.check(
+                // SAFETY: every buffer argument is a view of a live buffer of this instance
+                // (checked above), so its bytes lie inside its block; if the stream captures,
+                // its capture entry keeps the blocks (above) for the graph.
+                unsafe {
+                    shared
+                        .driver
+                        .launch_kernel(&module, kernel, grid, &raw, &stream.inner.raw)
+                },
+                CallSite::op("launch_kernel"),
+            )
+        })
+    }
+
+    fn prepare_kernel(&self, kernel: &Kernel) -> Result<()> {
+        self.shared.kernel_module(kernel).map(drop)
+    }
+
+    fn gemm<'a, 'b, 'c, T: FloatElement>(
+        &self,
+        spec: &Gemm,
+        a: impl Into<View<'a, DriverBuffer<D, T>>>,
+        b: impl Into<View<'b, DriverBuffer<D, T>>>,
+        c: impl Into<View<'c, DriverBuffer<D, T>>>,
+    ) -> Result<()> {
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        for view in [&a, &b, &c] {
+            self.own_buffer(view.buffer())?;
+        }
+        spec.check(a.len(), b.len(), c.len())?;
+        let shared = &self.shared;
+        shared.bind()?;
+        shared.current.with(|stream| {
+            if let Some(entry) = Self::valid_capture(stream)? {
+                for view in [&a, &b, &c] {
+                    entry.keep_block(view.buffer().memory());
+                }
+            }
+            shared.check(
+                // SAFETY: the operands are views of live buffers of this instance (checked
+                // above) whose lengths fit the product; if the stream captures, its capture
+                // entry keeps the blocks (above) for the graph.
+                unsafe {
+                    shared.driver.gemm(
+                        spec,
+                        T::DTYPE,
+                        Self::bytes_of(&a),
+                        Self::bytes_of(&b),
+                        Self::bytes_of(&c),
+                        &stream.inner.raw,
+                    )
+                },
+                CallSite::op("gemm"),
+            )
+        })
     }
 
     fn graph(&self, options: GraphOptions) -> Result<Graph<DriverGraph<D>>> {

@@ -1,4 +1,5 @@
-//! `DriverBuffer`: a typed device buffer of one backend instance.
+//! `DriverBuffer`: a typed device buffer of one backend instance, over its untyped
+//! [`BufferMemory`].
 
 use std::{
     fmt,
@@ -10,6 +11,88 @@ use accel_graph_api::{DeviceBuffer, Element, PoolId, backend_kit::pools::OwnedAl
 
 use crate::{Driver, DriverStream, allocator::DriverAllocator, shared::Shared};
 
+/// The memory under a buffer, whatever its element type: its pool block, its backend instance,
+/// and the streams `record_stream` named. What kernel arguments carry (the backend's
+/// [`PortableOps::Memory`](accel_graph_api::PortableOps::Memory)).
+///
+/// Dropping it frees the memory (a pool block goes back to its pool) — except memory a graph's
+/// captured work uses, which the graph keeps until it is reset or dropped, and memory
+/// [`record_stream`](accel_graph_api::Backend::record_stream)ed onto streams, which waits for
+/// them.
+pub struct BufferMemory<D: Driver> {
+    memory: Option<OwnedAllocation<DriverAllocator<D>>>,
+    /// Bytes of data (the block may be larger: pool blocks are rounded up).
+    bytes: usize,
+    pub(crate) shared: Arc<Shared<D>>,
+    /// Streams recorded with `record_stream`.
+    uses: Mutex<Vec<DriverStream<D>>>,
+}
+
+impl<D: Driver> BufferMemory<D> {
+    pub(crate) fn allocation(&self) -> &OwnedAllocation<DriverAllocator<D>> {
+        match &self.memory {
+            Some(memory) => memory,
+            // Taken only in `drop`.
+            None => unreachable!("a buffer's memory is present until drop"),
+        }
+    }
+
+    /// The driver's block, for native work on the same memory (it may be larger than the
+    /// buffer: pool blocks are rounded up).
+    pub fn block(&self) -> &D::Block {
+        &self.allocation().get().block().0
+    }
+
+    /// Bytes of data.
+    pub fn num_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The device address of the first byte.
+    pub fn device_address(&self) -> u64 {
+        self.allocation().get().address()
+    }
+
+    /// The [`Backend::instance_id`](accel_graph_api::Backend::instance_id) of its backend.
+    pub fn instance_id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// The pool the memory came from (`None` for a plain allocation).
+    pub fn pool(&self) -> Option<PoolId> {
+        self.allocation().get().pool()
+    }
+
+    pub(crate) fn record_use(&self, stream: &DriverStream<D>) {
+        let mut uses = self.uses.lock().unwrap_or_else(|e| e.into_inner());
+        if !uses.contains(stream) {
+            uses.push(stream.clone());
+        }
+    }
+}
+
+impl<D: Driver> Drop for BufferMemory<D> {
+    fn drop(&mut self) {
+        let uses = std::mem::take(self.uses.get_mut().unwrap_or_else(|e| e.into_inner()));
+        if let Some(memory) = self.memory.take()
+            && !uses.is_empty()
+        {
+            self.shared.free_after(memory, uses);
+        }
+    }
+}
+
+impl<D: Driver> fmt::Debug for BufferMemory<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BufferMemory")
+            .field("backend", &D::KIND)
+            .field("address", &format_args!("{:#x}", self.device_address()))
+            .field("bytes", &self.bytes)
+            .field("pool", &self.pool())
+            .finish()
+    }
+}
+
 /// A device buffer of elements `T` of a driver-based backend: plain, or from a graph's pool.
 ///
 /// Dropping it frees the memory (a pool block goes back to its pool) — except memory a graph's
@@ -17,11 +100,8 @@ use crate::{Driver, DriverStream, allocator::DriverAllocator, shared::Shared};
 /// [`record_stream`](accel_graph_api::Backend::record_stream)ed onto streams, which waits for
 /// them.
 pub struct DriverBuffer<D: Driver, T: Element = f32> {
-    memory: Option<OwnedAllocation<DriverAllocator<D>>>,
+    memory: BufferMemory<D>,
     len: usize,
-    shared: Arc<Shared<D>>,
-    /// Streams recorded with `record_stream`.
-    uses: Mutex<Vec<DriverStream<D>>>,
     /// The element type: the buffer owns no `T` (the device memory holds them), and a buffer
     /// of any `T` is `Send + Sync` as its memory is.
     element: PhantomData<fn() -> T>,
@@ -34,38 +114,40 @@ impl<D: Driver, T: Element> DriverBuffer<D, T> {
         len: usize,
     ) -> Self {
         DriverBuffer {
-            memory: Some(memory),
+            memory: BufferMemory {
+                memory: Some(memory),
+                bytes: len.saturating_mul(std::mem::size_of::<T>()),
+                shared: Arc::clone(shared),
+                uses: Mutex::new(Vec::new()),
+            },
             len,
-            shared: Arc::clone(shared),
-            uses: Mutex::new(Vec::new()),
             element: PhantomData,
         }
     }
 
     pub(crate) fn memory(&self) -> &OwnedAllocation<DriverAllocator<D>> {
-        match &self.memory {
-            Some(memory) => memory,
-            // Taken only in `drop`.
-            None => unreachable!("a buffer's memory is present until drop"),
-        }
+        self.memory.allocation()
     }
 
     /// The driver's block, for native work on the same memory (it may be larger than the
     /// buffer: pool blocks are rounded up).
     pub fn block(&self) -> &D::Block {
-        &self.memory().get().block().0
+        self.memory.block()
     }
 
     /// The pool the buffer came from (`None` for a plain allocation).
     pub fn pool(&self) -> Option<PoolId> {
-        self.memory().get().pool()
+        self.memory.pool()
     }
 
     pub(crate) fn record_use(&self, stream: &DriverStream<D>) {
-        let mut uses = self.uses.lock().unwrap_or_else(|e| e.into_inner());
-        if !uses.contains(stream) {
-            uses.push(stream.clone());
-        }
+        self.memory.record_use(stream);
+    }
+}
+
+impl<D: Driver, T: Element> AsRef<BufferMemory<D>> for DriverBuffer<D, T> {
+    fn as_ref(&self) -> &BufferMemory<D> {
+        &self.memory
     }
 }
 
@@ -77,22 +159,11 @@ impl<D: Driver, T: Element> DeviceBuffer for DriverBuffer<D, T> {
     }
 
     fn device_address(&self) -> u64 {
-        self.memory().get().address()
+        self.memory.device_address()
     }
 
     fn instance_id(&self) -> u64 {
-        self.shared.id
-    }
-}
-
-impl<D: Driver, T: Element> Drop for DriverBuffer<D, T> {
-    fn drop(&mut self) {
-        let uses = std::mem::take(self.uses.get_mut().unwrap_or_else(|e| e.into_inner()));
-        if let Some(memory) = self.memory.take()
-            && !uses.is_empty()
-        {
-            self.shared.free_after(memory, uses);
-        }
+        self.memory.shared.id
     }
 }
 

@@ -57,7 +57,7 @@ mod stream;
 pub use allocator::DriverAllocator;
 pub use api::{Driver, DriverError, DriverResult};
 pub use backend::DriverBackend;
-pub use buffer::DriverBuffer;
+pub use buffer::{BufferMemory, DriverBuffer};
 pub use event::DriverEvent;
 pub use graph::DriverGraph;
 pub use stream::DriverStream;

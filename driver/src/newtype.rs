@@ -53,6 +53,7 @@ macro_rules! backend_newtype {
         }
 
         impl $crate::__api::PortableOps for $name {
+            type Memory = $crate::BufferMemory<$driver>;
             type Buffer<T: $crate::__api::Element> = $crate::DriverBuffer<$driver, T>;
             #[inline]
             fn launch(
@@ -161,6 +162,35 @@ macro_rules! __forward_backend {
                 dst: &mut [T],
             ) -> $crate::__api::Result<()> {
                 $crate::__api::Backend::download_into(&self.0, src, dst)
+            }
+
+            #[inline]
+            fn launch_kernel(
+                &self,
+                kernel: &$crate::__api::kernel::Kernel,
+                grid: [u32; 3],
+                args: &[$crate::__api::kernel::KernelArg<'_, Self::Memory>],
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::launch_kernel(&self.0, kernel, grid, args)
+            }
+
+            #[inline]
+            fn prepare_kernel(
+                &self,
+                kernel: &$crate::__api::kernel::Kernel,
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::prepare_kernel(&self.0, kernel)
+            }
+
+            #[inline]
+            fn gemm<'a, 'b, 'c, T: $crate::__api::FloatElement>(
+                &self,
+                spec: &$crate::__api::Gemm,
+                a: impl ::std::convert::Into<$crate::__api::View<'a, Self::Buffer<T>>>,
+                b: impl ::std::convert::Into<$crate::__api::View<'b, Self::Buffer<T>>>,
+                c: impl ::std::convert::Into<$crate::__api::View<'c, Self::Buffer<T>>>,
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::gemm(&self.0, spec, a, b, c)
             }
 
             #[inline]

@@ -1,8 +1,11 @@
 //! `Shared`: the state a backend instance's clones, buffers and graphs share.
 
-use std::sync::{
-    Arc, Mutex, MutexGuard,
-    atomic::{AtomicU64, Ordering},
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use accel_graph_api::{
@@ -11,6 +14,7 @@ use accel_graph_api::{
         CurrentStream,
         pools::{MemoryPools, OwnedAllocation},
     },
+    kernel::Kernel,
 };
 
 use crate::{
@@ -53,6 +57,10 @@ pub(crate) struct Shared<D: Driver> {
     retired: Mutex<Vec<Box<HostCall>>>,
     pending_frees: Mutex<Vec<PendingFree<D>>>,
     next_graph: AtomicU64,
+    /// Users' kernels compiled for this instance, by kernel id (each with its kernel, which
+    /// keeps the id from being reused).
+    #[allow(clippy::type_complexity)]
+    kernels: Mutex<HashMap<u64, (Kernel, Arc<D::Module>)>>,
 }
 
 fn kind_tag(kind: BackendKind) -> u64 {
@@ -87,6 +95,7 @@ impl<D: Driver> Shared<D> {
             retired: Mutex::new(Vec::new()),
             pending_frees: Mutex::new(Vec::new()),
             next_graph: AtomicU64::new(1),
+            kernels: Mutex::new(HashMap::new()),
         }
     }
 
@@ -123,6 +132,24 @@ impl<D: Driver> Shared<D> {
     /// a capture begun after the rules decided).
     pub(crate) fn relaxed<T>(&self, f: impl FnOnce() -> T) -> T {
         relaxed_mode(&*self.driver, f)
+    }
+
+    /// `kernel` compiled for this instance: from the cache, or compiled and loaded now (in
+    /// relaxed mode: loading a module is no stream work, and must neither disturb nor be
+    /// refused by a capture in progress).
+    pub(crate) fn kernel_module(&self, kernel: &Kernel) -> Result<Arc<D::Module>> {
+        let mut cache = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, module)) = cache.get(&kernel.id()) {
+            return Ok(Arc::clone(module));
+        }
+        self.bind()?;
+        let module = self.check(
+            self.relaxed(|| self.driver.load_kernel(kernel)),
+            CallSite::op("load_kernel"),
+        )?;
+        let module = Arc::new(module);
+        cache.insert(kernel.id(), (kernel.clone(), Arc::clone(&module)));
+        Ok(module)
     }
 
     pub(crate) fn captures(&self) -> MutexGuard<'_, Vec<Arc<CaptureEntry<D>>>> {

@@ -4,8 +4,9 @@
 use std::{fmt, marker::PhantomData, ops::RangeBounds, sync::Arc};
 
 use crate::{
-    AcceleratorGraph, BlockInfo, Capabilities, CaptureExt, Element, GraphError, GraphOptions,
-    InstanceCache, MemoryStats, PoolId, PortableOps, Result, View,
+    AcceleratorGraph, BlockInfo, Capabilities, CaptureExt, Element, FloatElement, Gemm, GraphError,
+    GraphOptions, InstanceCache, MemoryStats, PoolId, PortableOps, Result, View,
+    kernel::{Kernel, KernelArg},
 };
 
 /// Which backend a value belongs to.
@@ -303,6 +304,40 @@ pub trait Backend: PortableOps + Clone + Send + Sync + fmt::Debug + 'static {
     /// Runs `f` on the host in stream order ([`GraphError::Unsupported`] where
     /// `capabilities().host_callbacks` is false).
     fn host_callback(&self, f: HostCallback) -> Result<()>;
+
+    // --- user kernels and GEMM ---
+    /// Launches `kernel` on the current stream over `grid` blocks (workgroups) of its block
+    /// size, with `args` in the order of its parameters; recorded, with its buffers kept alive,
+    /// if the stream is capturing. The arguments are checked first
+    /// ([`GraphError::KernelArguments`]: their number, element and scalar types, extents), and
+    /// the kernel is compiled for this backend on its first launch (see
+    /// [`Backend::prepare_kernel`]). See [`crate::kernel`] for how each backend binds them.
+    fn launch_kernel(
+        &self,
+        kernel: &Kernel,
+        grid: [u32; 3],
+        args: &[KernelArg<'_, Self::Memory>],
+    ) -> Result<()>;
+
+    /// Compiles and loads `kernel` for this backend now (NVRTC / hipRTC, a WGSL pipeline),
+    /// so that its first launch — perhaps inside a capture — does no compilation. Kernels are
+    /// compiled once per backend instance (and, on CUDA and HIP, cached on disk across
+    /// processes). Errors: the kernel lacks this backend's source
+    /// ([`GraphError::Unsupported`]), the compiler is missing
+    /// ([`GraphError::LibraryUnavailable`]) or rejects the source (its log in the error).
+    fn prepare_kernel(&self, kernel: &Kernel) -> Result<()>;
+
+    /// The matrix product `spec` (`C = alpha · op(A) · op(B) + beta · C`, row-major) of `f32`,
+    /// `bf16` or `f16` operands on the current stream, captured like any op. cuBLAS on CUDA
+    /// (with a workspace per stream made outside captures, as PyTorch does), a kernel on HIP
+    /// and wgpu, the host reference ([`crate::gemm_reference`]) on the mock.
+    fn gemm<'a, 'b, 'c, T: FloatElement>(
+        &self,
+        spec: &Gemm,
+        a: impl Into<View<'a, Self::Buffer<T>>>,
+        b: impl Into<View<'b, Self::Buffer<T>>>,
+        c: impl Into<View<'c, Self::Buffer<T>>>,
+    ) -> Result<()>;
 
     // --- graphs ---
     /// Creates a graph. A pool id that this instance did not issue (by

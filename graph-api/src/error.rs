@@ -184,6 +184,31 @@ pub enum GraphError {
         /// Elements of the buffer (or view) it was asked of.
         len: usize,
     },
+    /// A kernel launched with arguments that do not match its parameters.
+    #[error("kernel {kernel}: {message}")]
+    KernelArguments {
+        /// The kernel's name.
+        kernel: String,
+        /// What did not match.
+        message: String,
+    },
+    /// A kernel failed to compile or run: its compiler's log, or the panic of its host
+    /// function on the mock (an index out of bounds, a wrong element type).
+    #[error("kernel {kernel} failed: {message}")]
+    KernelFailed {
+        /// The kernel's name.
+        kernel: String,
+        /// The compiler's log or the panic's message.
+        message: String,
+    },
+    /// A run-time library the call needs could not be loaded (NVRTC, cuBLAS, hipRTC, NCCL).
+    #[error("{library} is unavailable: {reason}")]
+    LibraryUnavailable {
+        /// The library (`libnvrtc`, `libcublas`...).
+        library: &'static str,
+        /// The loader's message and what to install.
+        reason: String,
+    },
     /// A buffer, stream or event that belongs to another backend instance.
     #[error("{what} belongs to another backend instance")]
     ForeignObject {

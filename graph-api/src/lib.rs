@@ -31,8 +31,10 @@ mod capture_mode;
 mod element;
 mod error;
 mod front;
+mod gemm;
 mod graph;
 mod instance_cache;
+pub mod kernel;
 mod memory_stats;
 mod ops;
 mod options;
@@ -47,6 +49,7 @@ pub use capture_mode::CaptureErrorMode;
 pub use element::{Element, FloatElement, FloatType};
 pub use error::{CaptureConflict, GraphError, Result};
 pub use front::Graph;
+pub use gemm::{Gemm, gemm_reference};
 pub use graph::{AcceleratorGraph, CaptureExt};
 /// The `half` crate, for the 16-bit float element types.
 pub use half;
@@ -63,7 +66,8 @@ pub use view::View;
 pub mod prelude {
     pub use crate::{
         AcceleratorGraph, Backend, CaptureErrorMode, CaptureExt, DeviceBuffer, Element,
-        EventOptions, FloatElement, GraphError, GraphOptions, GraphState, PoolId, PortableOps,
-        Result, View,
+        EventOptions, FloatElement, Gemm, GraphError, GraphOptions, GraphState, PoolId,
+        PortableOps, Result, View,
+        kernel::{Access, Kernel, KernelArg},
     };
 }

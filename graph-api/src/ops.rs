@@ -206,8 +206,11 @@ impl<T: Copy> PortableOp<T> {
 /// # Ok::<(), accel_graph_api::GraphError>(())
 /// ```
 pub trait PortableOps {
+    /// The memory under a buffer of any element type: what kernel arguments
+    /// ([`KernelArg`](crate::kernel::KernelArg)) carry.
+    type Memory: Send + Sync + 'static;
     /// The backend's device buffer of elements `T`.
-    type Buffer<T: Element>: DeviceBuffer<Element = T> + 'static;
+    type Buffer<T: Element>: DeviceBuffer<Element = T> + AsRef<Self::Memory> + 'static;
 
     /// Issues `op` on the current stream. Errors: a buffer of another backend instance
     /// ([`GraphError::ForeignObject`]), operands of unequal lengths

@@ -15,6 +15,7 @@ mod capture;
 mod error;
 mod event;
 mod graph;
+mod kernels;
 mod memory;
 mod ops;
 mod stream;
@@ -25,6 +26,7 @@ pub use capture::DriverCapture;
 pub use error::{DriverError, DriverResult};
 pub use event::DriverEvents;
 pub use graph::DriverGraphs;
+pub use kernels::{Bytes, DriverKernels, RawArg};
 pub use memory::DriverMemory;
 pub use ops::{DriverOps, HostFn, Region};
 pub use stream::DriverStreams;
@@ -34,7 +36,7 @@ pub use stream::DriverStreams;
 ///
 /// Calls are made with the driver bound ([`Driver::bind`]) on the calling thread. Every
 /// associated handle type releases its object on drop.
-pub trait Driver: DriverOps + DriverEvents + DriverGraphs {
+pub trait Driver: DriverOps + DriverEvents + DriverGraphs + DriverKernels {
     /// Which backend the driver is.
     const KIND: BackendKind;
 

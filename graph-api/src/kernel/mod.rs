@@ -1,0 +1,514 @@
+//! Portable user kernels: one definition — CUDA C (compiled at run time by NVRTC on CUDA and
+//! by hipRTC on HIP), WGSL (wgpu) and a Rust host function (the mock) — launched on the current
+//! stream with typed buffer and scalar arguments, and captured into graphs like the portable
+//! ops, with the memory of every buffer argument kept alive by the graph.
+//!
+//! A kernel declares its parameters in order, so every launch is checked before it reaches a
+//! device: the number of arguments, each buffer's element type, each scalar's type, and each
+//! buffer's length where the kernel states one ([`Extent`]). A mismatch is
+//! [`GraphError::KernelArguments`] naming the parameter.
+//!
+//! ```
+//! use accel_graph_api::{prelude::*, kernel::{Access, Kernel, KernelArg}};
+//! use accel_graph_mock::MockBackend;
+//!
+//! // y[i] = a * x[i] + y[i] for i < n, written once for every backend.
+//! let saxpy = Kernel::new("saxpy")
+//!     .buffer::<f32>("y", Access::ReadWrite)
+//!     .scalar::<f32>("a")
+//!     .buffer::<f32>("x", Access::Read)
+//!     .scalar::<u32>("n")
+//!     .cuda(r#"extern "C" __global__ void saxpy(float* y, float a, const float* x, unsigned n) {
+//!         unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+//!         if (i < n) y[i] = a * x[i] + y[i];
+//!     }"#)
+//!     .wgsl(r#"
+//!         struct Scalars { a: f32, n: u32 }
+//!         @group(0) @binding(0) var<storage, read_write> y: array<f32>;
+//!         @group(0) @binding(1) var<storage, read> x: array<f32>;
+//!         @group(0) @binding(2) var<uniform> s: Scalars;
+//!         @compute @workgroup_size(256)
+//!         fn saxpy(@builtin(global_invocation_id) id: vec3<u32>) {
+//!             if (id.x < s.n) { y[id.x] = s.a * x[id.x] + y[id.x]; }
+//!         }"#)
+//!     .host(|args, _launch| {
+//!         let [y, a, x, n] = args else { unreachable!("four parameters") };
+//!         let (a, n) = (a.scalar::<f32>(), n.scalar::<u32>() as usize);
+//!         let x = x.slice::<f32>().to_vec();
+//!         for (y, x) in y.slice_mut::<f32>()[..n].iter_mut().zip(&x) {
+//!             *y += a * x;
+//!         }
+//!     });
+//!
+//! let b = MockBackend::new();
+//! let (y, x) = (b.alloc_from(&[1.0f32; 300])?, b.alloc_from(&[2.0f32; 300])?);
+//! b.launch_kernel(
+//!     &saxpy,
+//!     saxpy.grid_for(300),
+//!     &[KernelArg::buffer(&y), KernelArg::scalar(0.5f32), KernelArg::buffer(&x), KernelArg::scalar(300u32)],
+//! )?;
+//! assert_eq!(b.download(&y)?, vec![2.0; 300]);
+//! # Ok::<(), GraphError>(())
+//! ```
+//!
+//! ## Bindings on each backend
+//!
+//! * **CUDA / HIP**: the entry point is `extern "C" __global__ void <name>(...)` with the
+//!   parameters in declaration order — a buffer as a pointer to its first element (a view's
+//!   first element), a scalar by value. Grids are `grid × block` threads; `block` is the
+//!   kernel's ([`Kernel::block`], 256 by default).
+//! * **wgpu**: the entry point `<name>`; buffer parameters are `@group(0) @binding(i)` in
+//!   declaration order counting buffers only (read-only storage for [`Access::Read`],
+//!   read-write otherwise, as `array<T>` of the element type, or of `u32` for elements WGSL has
+//!   no type for), and the scalars, if any, one uniform struct at the next binding, fields in
+//!   declaration order (4-byte scalars). A view of a buffer is bound from its first element.
+//!   `@workgroup_size` must equal [`Kernel::block`]; the dispatch is `grid` workgroups.
+//! * **mock**: the host function runs once per launch with every argument: buffers as copies
+//!   of their views' elements (written back after the call for parameters that write), scalars
+//!   by value. A panic in it is [`GraphError::KernelFailed`].
+
+mod args;
+mod host;
+
+use std::{
+    any::TypeId,
+    borrow::Cow,
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+pub use args::{KernelArg, check_arguments};
+pub use host::{HostArg, HostKernelFn, HostLaunch};
+
+use crate::{Element, GraphError, Result};
+
+/// How a kernel uses a buffer parameter: what the race sanitizer and the keep-alive of
+/// captured memory go by, and how wgpu binds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Only read.
+    Read,
+    /// Only written (the whole of it or part).
+    Write,
+    /// Read and written.
+    ReadWrite,
+}
+
+impl Access {
+    /// True for [`Access::Write`] and [`Access::ReadWrite`].
+    pub fn writes(self) -> bool {
+        !matches!(self, Access::Read)
+    }
+}
+
+/// The type of a scalar parameter: the 4-byte types every backend passes by value (WGSL's
+/// uniform scalars).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScalarType {
+    /// `float` / `f32`.
+    F32,
+    /// `unsigned int` / `u32`.
+    U32,
+    /// `int` / `i32`.
+    I32,
+}
+
+impl ScalarType {
+    /// The name, as Rust spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScalarType::F32 => "f32",
+            ScalarType::U32 => "u32",
+            ScalarType::I32 => "i32",
+        }
+    }
+}
+
+/// A scalar argument's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    /// An `f32`.
+    F32(f32),
+    /// A `u32`.
+    U32(u32),
+    /// An `i32`.
+    I32(i32),
+}
+
+impl Scalar {
+    /// Its type.
+    pub fn ty(self) -> ScalarType {
+        match self {
+            Scalar::F32(_) => ScalarType::F32,
+            Scalar::U32(_) => ScalarType::U32,
+            Scalar::I32(_) => ScalarType::I32,
+        }
+    }
+
+    /// The value's 4 bytes, as a kernel receives them.
+    pub fn bits(self) -> u32 {
+        match self {
+            Scalar::F32(v) => v.to_bits(),
+            Scalar::U32(v) => v,
+            Scalar::I32(v) => v as u32,
+        }
+    }
+}
+
+/// A Rust type a kernel scalar can have (`f32`, `u32`, `i32`).
+pub trait ScalarValue: Copy + sealed::Sealed {
+    /// Its [`ScalarType`].
+    const TYPE: ScalarType;
+    /// The value as a [`Scalar`].
+    fn to_scalar(self) -> Scalar;
+    /// The value of a [`Scalar`] of this type.
+    fn from_scalar(scalar: Scalar) -> Option<Self>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for u32 {}
+    impl Sealed for i32 {}
+}
+
+macro_rules! scalar_value {
+    ($t:ty, $variant:ident) => {
+        impl ScalarValue for $t {
+            const TYPE: ScalarType = ScalarType::$variant;
+            fn to_scalar(self) -> Scalar {
+                Scalar::$variant(self)
+            }
+            fn from_scalar(scalar: Scalar) -> Option<Self> {
+                match scalar {
+                    Scalar::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+
+        impl From<$t> for Scalar {
+            fn from(v: $t) -> Scalar {
+                Scalar::$variant(v)
+            }
+        }
+    };
+}
+scalar_value!(f32, F32);
+scalar_value!(u32, U32);
+scalar_value!(i32, I32);
+
+/// The element type of a buffer parameter, compared by identity at launch.
+#[derive(Debug, Clone, Copy)]
+pub struct ElementType {
+    id: TypeId,
+    name: &'static str,
+    size: usize,
+}
+
+impl ElementType {
+    /// The element type `T`.
+    pub fn of<T: Element>() -> Self {
+        ElementType {
+            id: TypeId::of::<T>(),
+            name: T::type_name(),
+            size: std::mem::size_of::<T>(),
+        }
+    }
+
+    /// Its name (`f32`, `half::bf16`...).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Bytes per element.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// True for `T`.
+    pub fn is<T: Element>(&self) -> bool {
+        self.id == TypeId::of::<T>()
+    }
+
+    /// The WGSL type of one array element, when WGSL has one (`f32`, `u32`, `i32`).
+    pub fn wgsl(&self) -> Option<&'static str> {
+        if self.is::<f32>() {
+            Some("f32")
+        } else if self.is::<u32>() {
+            Some("u32")
+        } else if self.is::<i32>() {
+            Some("i32")
+        } else {
+            None
+        }
+    }
+}
+
+impl PartialEq for ElementType {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for ElementType {}
+
+/// How many elements a buffer argument must have, in terms of the launch: checked before the
+/// launch, so a kernel written for `n` elements is never handed a shorter buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extent {
+    /// Any length.
+    Any,
+    /// At least the value of the scalar parameter at this index (a `u32` or a non-negative
+    /// `i32`), times `factor`.
+    AtLeastScalar {
+        /// Index of the scalar parameter among all parameters.
+        param: usize,
+        /// Multiplier.
+        factor: usize,
+    },
+    /// At least the product of the scalar parameters at these two indices (an `m × n`
+    /// matrix).
+    AtLeastProduct {
+        /// Index of the first scalar parameter.
+        first: usize,
+        /// Index of the second scalar parameter.
+        second: usize,
+    },
+}
+
+/// One parameter of a kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    /// A buffer (a view of one).
+    Buffer {
+        /// Its name in messages.
+        name: Cow<'static, str>,
+        /// The element type.
+        element: ElementType,
+        /// How the kernel uses it.
+        access: Access,
+        /// The length it must have.
+        extent: Extent,
+    },
+    /// A scalar passed by value.
+    Scalar {
+        /// Its name in messages.
+        name: Cow<'static, str>,
+        /// Its type.
+        ty: ScalarType,
+    },
+}
+
+impl Param {
+    /// The parameter's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Param::Buffer { name, .. } | Param::Scalar { name, .. } => name,
+        }
+    }
+}
+
+/// Process-wide kernel identities: what backends key their compiled modules by.
+static NEXT_KERNEL: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Clone)]
+struct Definition {
+    id: u64,
+    name: Cow<'static, str>,
+    params: Vec<Param>,
+    block: [u32; 3],
+    cuda: Option<Cow<'static, str>>,
+    cuda_options: Vec<String>,
+    wgsl: Option<Cow<'static, str>>,
+    host: Option<HostKernelFn>,
+}
+
+/// A portable kernel: its parameters and its sources for each backend. Cheap to clone
+/// (clones share the definition, and the backends' compiled code of it).
+///
+/// Built once, e.g. in a `static` `LazyLock` or at start-up, then launched with
+/// [`Backend::launch_kernel`](crate::Backend::launch_kernel); see the [module
+/// documentation](self) for an example and for how each backend binds the parameters.
+#[derive(Clone)]
+pub struct Kernel {
+    def: Arc<Definition>,
+}
+
+impl Kernel {
+    /// A kernel whose entry point is `name` (in the CUDA C and WGSL sources), with no
+    /// parameter and no source yet.
+    pub fn new(name: impl Into<Cow<'static, str>>) -> Self {
+        Kernel {
+            def: Arc::new(Definition {
+                id: NEXT_KERNEL.fetch_add(1, Ordering::Relaxed),
+                name: name.into(),
+                params: Vec::new(),
+                block: [256, 1, 1],
+                cuda: None,
+                cuda_options: Vec::new(),
+                wgsl: None,
+                host: None,
+            }),
+        }
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Definition)) -> Self {
+        let def = Arc::make_mut(&mut self.def);
+        f(def);
+        // An edited definition is a new kernel: compiled code of the old one must not serve.
+        def.id = NEXT_KERNEL.fetch_add(1, Ordering::Relaxed);
+        self
+    }
+
+    /// Adds a buffer parameter of elements `T` of any length.
+    pub fn buffer<T: Element>(self, name: impl Into<Cow<'static, str>>, access: Access) -> Self {
+        self.buffer_with_extent::<T>(name, access, Extent::Any)
+    }
+
+    /// Adds a buffer parameter of elements `T` that must have `extent` elements.
+    pub fn buffer_with_extent<T: Element>(
+        self,
+        name: impl Into<Cow<'static, str>>,
+        access: Access,
+        extent: Extent,
+    ) -> Self {
+        let name = name.into();
+        self.edit(|d| {
+            d.params.push(Param::Buffer {
+                name,
+                element: ElementType::of::<T>(),
+                access,
+                extent,
+            })
+        })
+    }
+
+    /// Adds a scalar parameter of type `T` (`f32`, `u32`, `i32`).
+    pub fn scalar<T: ScalarValue>(self, name: impl Into<Cow<'static, str>>) -> Self {
+        let name = name.into();
+        self.edit(|d| d.params.push(Param::Scalar { name, ty: T::TYPE }))
+    }
+
+    /// Sets the threads per block (the workgroup size of the WGSL entry point); 256 by default.
+    pub fn block(self, block: [u32; 3]) -> Self {
+        self.edit(|d| d.block = block)
+    }
+
+    /// Sets the CUDA C source (also compiled by hipRTC on HIP: keep to what both accept).
+    pub fn cuda(self, source: impl Into<Cow<'static, str>>) -> Self {
+        let source = source.into();
+        self.edit(|d| d.cuda = Some(source))
+    }
+
+    /// Adds an NVRTC/hipRTC option (`-DTILE=16`, `--use_fast_math`...).
+    pub fn cuda_option(self, option: impl Into<String>) -> Self {
+        let option = option.into();
+        self.edit(|d| d.cuda_options.push(option))
+    }
+
+    /// Sets the WGSL source.
+    pub fn wgsl(self, source: impl Into<Cow<'static, str>>) -> Self {
+        let source = source.into();
+        self.edit(|d| d.wgsl = Some(source))
+    }
+
+    /// Sets the host function the mock runs.
+    pub fn host(self, f: impl Fn(&mut [HostArg], &HostLaunch) + Send + Sync + 'static) -> Self {
+        let f: HostKernelFn = Arc::new(f);
+        self.edit(|d| d.host = Some(f))
+    }
+
+    /// The kernel's identity (clones share it; any edit makes a new one).
+    pub fn id(&self) -> u64 {
+        self.def.id
+    }
+
+    /// The entry point's name.
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    /// The parameters, in order.
+    pub fn params(&self) -> &[Param] {
+        &self.def.params
+    }
+
+    /// Threads per block.
+    pub fn block_dims(&self) -> [u32; 3] {
+        self.def.block
+    }
+
+    /// The CUDA C source, if set.
+    pub fn cuda_source(&self) -> Option<&str> {
+        self.def.cuda.as_deref()
+    }
+
+    /// The NVRTC/hipRTC options.
+    pub fn cuda_options(&self) -> &[String] {
+        &self.def.cuda_options
+    }
+
+    /// The WGSL source, if set.
+    pub fn wgsl_source(&self) -> Option<&str> {
+        self.def.wgsl.as_deref()
+    }
+
+    /// The host function, if set.
+    pub fn host_fn(&self) -> Option<&HostKernelFn> {
+        self.def.host.as_ref()
+    }
+
+    /// The grid that covers `n` threads along x with this kernel's block:
+    /// `[ceil(n / block.x), 1, 1]` (at least one block).
+    pub fn grid_for(&self, n: usize) -> [u32; 3] {
+        let per_block = self.def.block[0].max(1) as usize;
+        let blocks = n.div_ceil(per_block).max(1);
+        [u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1]
+    }
+
+    /// [`GraphError::Unsupported`] naming the source this backend (`backend`, needing
+    /// `what`) would run, when the kernel lacks it.
+    pub fn missing_source(&self, backend: &'static str, what: &str) -> GraphError {
+        GraphError::Unsupported {
+            what: format!(
+                "kernel {}: no {what} source, which the {backend} backend runs (set it with \
+                 Kernel::{})",
+                self.name(),
+                match what {
+                    "CUDA C" => "cuda",
+                    "WGSL" => "wgsl",
+                    _ => "host",
+                }
+            ),
+        }
+    }
+}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kernel")
+            .field("name", &self.def.name)
+            .field("id", &self.def.id)
+            .field("params", &self.def.params)
+            .field("block", &self.def.block)
+            .field("cuda", &self.def.cuda.is_some())
+            .field("wgsl", &self.def.wgsl.is_some())
+            .field("host", &self.def.host.is_some())
+            .finish()
+    }
+}
+
+/// Validates a launch grid: every dimension at least 1.
+pub fn check_grid(kernel: &Kernel, grid: [u32; 3]) -> Result<()> {
+    if grid.contains(&0) {
+        return Err(GraphError::KernelArguments {
+            kernel: kernel.name().to_owned(),
+            message: format!("grid {grid:?} has an empty dimension"),
+        });
+    }
+    Ok(())
+}
