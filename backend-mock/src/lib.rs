@@ -71,6 +71,7 @@ mod faults;
 mod graph;
 mod memory;
 mod ops;
+mod sanitizer;
 mod stream;
 
 pub use backend::{MockBackend, MockBuffer, MockEvent, MockGraph, MockGraphImpl, MockStream};
@@ -81,4 +82,5 @@ pub use event::MockEventState;
 pub use faults::FaultSite;
 pub use graph::{MockExecutable, MockRawGraph};
 pub use memory::{ADDRESS_ALIGNMENT, MockBlock};
+pub use sanitizer::RaceReport;
 pub use stream::MockStreamState;

@@ -36,6 +36,7 @@ mod memory_stats;
 mod ops;
 mod options;
 mod pool_id;
+mod race;
 mod state;
 mod topology;
 
@@ -50,6 +51,7 @@ pub use memory_stats::{BlockInfo, BlockState, MemoryStats, PoolStats};
 pub use ops::{PortableOp, PortableOps};
 pub use options::GraphOptions;
 pub use pool_id::PoolId;
+pub use race::{AccessKind, AccessSource, RaceAccess};
 pub use state::GraphState;
 pub use topology::{GraphNode, GraphTopology, NodeKind};
 
