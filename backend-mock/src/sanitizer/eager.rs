@@ -120,23 +120,40 @@ struct Checked<'a> {
 }
 
 /// Checks the accesses `make` lists (all of one unit of work, ordered by `view`) against their
-/// blocks' histories, then remembers them — or none, if one races. A block returned to the
-/// device is left to the use-after-free check, which fails the work next.
-fn check_and_record<'a, I>(view: &View<'_>, make: impl Fn() -> I) -> Result<(), RaceReport>
+/// blocks' histories and returns the first race, or remembers them all if none races. A block
+/// returned to the device is left to the use-after-free check, which fails the work next.
+fn race_or_record<'a, I>(view: &View<'_>, make: impl Fn() -> I) -> Option<RaceReport>
 where
     I: Iterator<Item = Checked<'a>>,
 {
     if make().any(|a| a.block.is_released()) {
-        return Ok(());
+        return None;
     }
     let ordered = |e: &_| view.orders(e);
+    let race = |r: &Record<Site>, a: Checked<'_>| RaceReport {
+        first: r.site.report(a.block.address(), r.bytes.clone(), r.kind),
+        second: a.site.report(a.block.address(), a.bytes, a.kind),
+    };
+    let mut accesses = make();
+    if let (Some(a), None) = (accesses.next(), accesses.next()) {
+        // One access (most work): checked and remembered under one lock.
+        let mut history = a.block.accesses.lock();
+        if let Some(r) = history.conflict(&a.bytes, a.kind, ordered) {
+            return Some(race(r, a));
+        }
+        let record = Record {
+            epoch: view.epoch(),
+            bytes: a.bytes,
+            kind: a.kind,
+            site: a.site,
+        };
+        history.record(record, ordered);
+        return None;
+    }
     for a in make() {
         let history = a.block.accesses.lock();
         if let Some(r) = history.conflict(&a.bytes, a.kind, ordered) {
-            return Err(RaceReport {
-                first: r.site.report(a.block.address(), r.bytes.clone(), r.kind),
-                second: a.site.report(a.block.address(), a.bytes, a.kind),
-            });
+            return Some(race(r, a));
         }
     }
     for a in make() {
@@ -150,7 +167,7 @@ where
             ordered,
         );
     }
-    Ok(())
+    None
 }
 
 /// The accesses of one eager command.
@@ -201,11 +218,12 @@ impl MockDevice {
             return Ok(());
         }
         let device = self.races.device();
-        let checked = |view: &View<'_>, source| match work {
-            Some(work) => check_and_record(view, || {
-                command_accesses(command, work, view.stream, source)
-            }),
-            None => Ok(()),
+        let race = |view: &View<'_>, source| {
+            work.and_then(|work| {
+                race_or_record(view, || {
+                    command_accesses(command, work, view.stream, source)
+                })
+            })
         };
         match order {
             Some(queued) => {
@@ -214,7 +232,9 @@ impl MockDevice {
                     Some(node) => AccessSource::Replay { node },
                     None => AccessSource::Eager,
                 };
-                checked(&view, source).map_err(|r| self.race_found(r))?;
+                if let Some(report) = race(&view, source) {
+                    return Err(self.race_found(report));
+                }
                 if let Some(event) = record {
                     *event.clock.lock() = view.marked();
                 }
@@ -223,7 +243,9 @@ impl MockDevice {
                 let mut st = stream.clock.lock();
                 st.catch_up(&device);
                 let view = st.view(stream.index());
-                checked(&view, AccessSource::Eager).map_err(|r| self.race_found(r))?;
+                if let Some(report) = race(&view, AccessSource::Eager) {
+                    return Err(self.race_found(report));
+                }
                 if let Some(event) = record {
                     *event.clock.lock() = view.marked();
                     st.advance();
@@ -334,7 +356,9 @@ impl MockDevice {
                 },
             })
         };
-        check_and_record(&view, access).map_err(|r| self.race_found(r))?;
+        if let Some(report) = race_or_record(&view, access) {
+            return Err(self.race_found(report));
+        }
         let mark = view.marked();
         st.advance();
         device.host_waited(&mark.clock);
@@ -372,7 +396,9 @@ impl MockDevice {
                 },
             })
         };
-        check_and_record(&view, access).map_err(|r| self.race_found(r))?;
+        if let Some(report) = race_or_record(&view, access) {
+            return Err(self.race_found(report));
+        }
         if !replay.records.is_empty() {
             let mark = view.marked();
             for event in &replay.records {

@@ -12,17 +12,13 @@
 //! a graph captured on one stream, a few for a fork/join program.
 #![deny(clippy::arithmetic_side_effects)]
 
-use std::{
-    collections::HashMap,
-    hash::{BuildHasherDefault, Hasher},
-};
-
 use accel_graph_api::{AccessSource, RaceAccess};
 use accel_graph_driver::{DriverResult, software::Node};
 
 use super::{
     access::{BlockAccess, accesses},
     clock::Epoch,
+    hash::WordMap,
     history::{History, Record},
     report::RaceReport,
 };
@@ -93,27 +89,6 @@ impl ChainClocks {
     }
 }
 
-/// Hashes block addresses (distinct multiples of 256) with one multiplication: the graph
-/// check looks one up per access of every node.
-#[derive(Default)]
-struct AddressHasher(u64);
-
-impl Hasher for AddressHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, address: u64) {
-        self.0 = (address >> 8).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
 fn access_of(
     nodes: &[Node<MockCommand>],
     node: usize,
@@ -134,8 +109,10 @@ fn access_of(
 /// The first race between two nodes of a captured graph (`nodes` in capture order), if any.
 pub(crate) fn first_race(nodes: &[Node<MockCommand>]) -> Option<RaceReport> {
     let clocks = ChainClocks::of(nodes);
-    let mut histories: HashMap<u64, History<usize>, BuildHasherDefault<AddressHasher>> =
-        HashMap::default();
+    // Each block's history, found through its address once per access.
+    let mut index: WordMap<u64, usize> = WordMap::default();
+    let mut histories: Vec<(u64, History<usize>)> = Vec::new();
+    let mut touched = Vec::new();
     for (id, node) in nodes.iter().enumerate() {
         let own = clocks.clock(id);
         let ordered = |e: &Epoch| {
@@ -144,30 +121,34 @@ pub(crate) fn first_race(nodes: &[Node<MockCommand>]) -> Option<RaceReport> {
                 .and_then(|chain| own.get(chain))
                 .is_some_and(|&t| u64::from(t) >= e.tick)
         };
+        touched.clear();
+        for BlockAccess { block, bytes, kind } in accesses(&node.command) {
+            let address = block.address();
+            let h = *index.entry(address).or_insert_with(|| {
+                histories.push((address, History::default()));
+                histories.len().saturating_sub(1)
+            });
+            touched.push((h, bytes, kind));
+        }
         // All of a node's accesses are checked before any is recorded: a node does not race
         // with itself.
-        for a in accesses(&node.command) {
-            let address = a.block.address();
-            let Some(history) = histories.get(&address) else {
-                continue;
-            };
-            if let Some(r) = history.conflict(&a.bytes, a.kind, ordered) {
+        for (h, bytes, kind) in &touched {
+            let (address, history) = &histories[*h];
+            if let Some(r) = history.conflict(bytes, *kind, ordered) {
                 return Some(RaceReport {
-                    first: access_of(nodes, r.site, address, r.bytes.clone(), r.kind),
-                    second: access_of(nodes, id, address, a.bytes, a.kind),
+                    first: access_of(nodes, r.site, *address, r.bytes.clone(), r.kind),
+                    second: access_of(nodes, id, *address, bytes.clone(), *kind),
                 });
             }
         }
-        for BlockAccess { block, bytes, kind } in accesses(&node.command) {
-            histories.entry(block.address()).or_default().record(
-                Record {
-                    epoch: clocks.epoch(id),
-                    bytes,
-                    kind,
-                    site: id,
-                },
-                ordered,
-            );
+        for (h, bytes, kind) in touched.drain(..) {
+            let record = Record {
+                epoch: clocks.epoch(id),
+                bytes,
+                kind,
+                site: id,
+            };
+            histories[h].1.record(record, ordered);
         }
     }
     None

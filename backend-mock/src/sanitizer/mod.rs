@@ -21,6 +21,7 @@ mod access;
 mod clock;
 mod eager;
 mod graph;
+mod hash;
 mod history;
 mod order;
 mod replay;

@@ -3,11 +3,14 @@
 //! checked as the accesses of its nodes merged per block and byte range — at most one check
 //! per range, however many nodes touch it.
 
-use std::{collections::HashMap, ops::Range, sync::Arc};
+use std::{ops::Range, sync::Arc};
 
 use accel_graph_api::AccessKind;
 
-use super::access::{Work, accesses};
+use super::{
+    access::{Work, accesses},
+    hash::WordMap,
+};
 use crate::{event::MockEventState, memory::MockBlock, ops::MockCommand};
 
 /// One merged access of a replay, named after a node that does it (the first that writes, if
@@ -34,7 +37,7 @@ impl ReplayAccesses {
     /// The accesses of a graph of `commands`.
     pub(crate) fn of(commands: &[MockCommand]) -> Self {
         let mut summary = ReplayAccesses::default();
-        let mut index: HashMap<(u64, usize, usize), usize> = HashMap::new();
+        let mut index: WordMap<(u64, usize, usize), usize> = WordMap::default();
         for (node, command) in commands.iter().enumerate() {
             match command {
                 MockCommand::RecordEvent(event) => summary.records.push(Arc::clone(event)),
