@@ -66,6 +66,19 @@ impl MockBackend {
         self.driver().counters.reset()
     }
 
+    /// The data races the race sanitizer found since the instance was made (or
+    /// [`MockBackend::clear_race_reports`]), in the order found; each also failed the work
+    /// that raced with [`GraphError::DataRace`]. Empty when the sanitizer is off
+    /// ([`MockConfig::race_sanitizer`]). See [`crate::RaceReport`] for an example.
+    pub fn race_reports(&self) -> Vec<crate::RaceReport> {
+        self.driver().races.reports()
+    }
+
+    /// Forgets the races found so far.
+    pub fn clear_race_reports(&self) {
+        self.driver().races.clear_reports()
+    }
+
     /// Makes the `nth` call (1-based, counted from now) at `site` fail once with
     /// [`GraphError::InjectedFault`] (or, for [`FaultSite::DeviceFault`], break the device
     /// for good); `nth == 0` disarms the site. Arming a site again replaces its earlier
@@ -103,11 +116,11 @@ impl MockBackend {
     /// let x = backend.alloc_from(&[1.0])?;
     /// let side = backend.new_stream()?;
     /// backend.stall_stream(&side)?;
-    /// {
-    ///     let _on_side = backend.use_stream(&side)?;
-    ///     backend.add_scalar(&x, 1.0)?; // queued
-    /// }
-    /// assert_eq!(backend.download(&x)?, vec![1.0]);
+    /// let _on_side = backend.use_stream(&side)?;
+    /// backend.add_scalar(&x, 1.0)?; // queued
+    /// assert_eq!(backend.counters().eager_ops, 0);
+    /// // A download on the stream would wait for the add forever: it fails instead.
+    /// assert!(backend.download(&x).is_err());
     /// backend.resume_stream(&side)?;
     /// assert_eq!(backend.download(&x)?, vec![2.0]);
     /// # Ok::<(), GraphError>(())

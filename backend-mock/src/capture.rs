@@ -111,7 +111,9 @@ impl DriverCapture for MockDevice {
         self.alive()?;
         let nodes = self.capture.end(stream.index());
         self.device_captures.end(stream.index());
-        Ok(MockRawGraph { nodes: nodes? })
+        let nodes = nodes?;
+        self.sanitize_graph(&nodes)?;
+        Ok(MockRawGraph { nodes })
     }
 
     /// Per thread, as CUDA keeps it; the simulated device applies it to unsafe calls as CUDA

@@ -32,6 +32,12 @@ pub struct MockConfig {
     /// captures. `None` (the default): a device of its own, so independent tests running in
     /// parallel threads do not disturb each other's captures.
     pub shared_device: Option<u32>,
+    /// The race sanitizer (on by default): work that touches bytes other work writes, or
+    /// writes bytes other work touches, with nothing ordering the two, fails with
+    /// [`accel_graph_api::GraphError::DataRace`] — eager work on streams not ordered by an
+    /// event wait or a synchronize, and nodes of a captured graph with no path between them
+    /// (checked when the capture ends). Off, the mock keeps no access history.
+    pub race_sanitizer: bool,
 }
 
 impl MockConfig {
@@ -55,6 +61,7 @@ impl Default for MockConfig {
             memory_capacity: None,
             poison_new_memory: false,
             shared_device: None,
+            race_sanitizer: true,
         }
     }
 }

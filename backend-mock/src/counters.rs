@@ -51,6 +51,9 @@ pub struct MockCounters {
     /// driver layer decides unsafe calls by its capture rules first and makes the allowed ones
     /// in relaxed mode, so this stays 0.
     pub unsafe_calls_meeting_captures: u64,
+    /// Data races the race sanitizer found (each one also failed the work that raced, and is
+    /// in [`crate::MockBackend::race_reports`]).
+    pub data_races: u64,
 }
 
 /// The live counters.
@@ -65,6 +68,7 @@ pub(crate) struct Counters {
     pub(crate) frees_during_capture: AtomicU64,
     pub(crate) frees_in_host_callbacks: AtomicU64,
     pub(crate) unsafe_calls_meeting_captures: AtomicU64,
+    pub(crate) data_races: AtomicU64,
 }
 
 impl Counters {
@@ -84,6 +88,7 @@ impl Counters {
             frees_during_capture: get(&self.frees_during_capture),
             frees_in_host_callbacks: get(&self.frees_in_host_callbacks),
             unsafe_calls_meeting_captures: get(&self.unsafe_calls_meeting_captures),
+            data_races: get(&self.data_races),
         }
     }
 
@@ -98,6 +103,7 @@ impl Counters {
             &self.frees_during_capture,
             &self.frees_in_host_callbacks,
             &self.unsafe_calls_meeting_captures,
+            &self.data_races,
         ] {
             c.store(0, Ordering::Relaxed);
         }

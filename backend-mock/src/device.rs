@@ -11,7 +11,7 @@ use accel_graph_driver::{Driver, DriverError, DriverResult, software::SoftwareCa
 
 use crate::{
     MockConfig, counters::Counters, faults::Faults, memory::AddressSpace, ops::MockCommand,
-    stream::MockStreamState,
+    sanitizer::RaceState, stream::MockStreamState,
 };
 
 /// Capture domains of devices that share none (the high bit keeps them apart from the
@@ -30,6 +30,8 @@ pub struct MockDevice {
     pub(crate) device_captures: crate::capture::DeviceCaptures,
     pub(crate) counters: Counters,
     pub(crate) faults: Faults,
+    /// The race sanitizer's clocks and log.
+    pub(crate) races: RaceState,
     /// Virtual time in microseconds: every command run advances it by one.
     pub(crate) clock: AtomicU64,
     /// Set by an injected device fault: every later call fails.
@@ -51,6 +53,7 @@ impl MockDevice {
             Some(device) => u64::from(device),
             None => NEXT_PRIVATE_DOMAIN.fetch_add(1, Ordering::Relaxed),
         };
+        let race_sanitizer = config.race_sanitizer;
         Ok(MockDevice {
             config,
             domain,
@@ -59,6 +62,7 @@ impl MockDevice {
             device_captures: Default::default(),
             counters: Counters::default(),
             faults: Faults::default(),
+            races: RaceState::new(race_sanitizer),
             clock: AtomicU64::new(0),
             broken: AtomicBool::new(false),
             next_stream: AtomicU64::new(1),
@@ -142,6 +146,7 @@ impl Driver for MockDevice {
         if !stalled.is_empty() {
             return Err(crate::error::stalled("synchronize"));
         }
+        self.host_waited_for_device();
         Ok(())
     }
 

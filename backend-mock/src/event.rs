@@ -13,7 +13,7 @@ use accel_graph_driver::{
     software::{EventMark, captured_event_error},
 };
 
-use crate::{MockDevice, ops::MockCommand};
+use crate::{MockDevice, ops::MockCommand, sanitizer::EventClock};
 
 /// One simulated event (the driver-level object behind a [`crate::MockEvent`]).
 ///
@@ -27,6 +27,8 @@ pub struct MockEventState {
     pending: AtomicBool,
     /// Virtual time of the last completed record, in microseconds.
     stamp: AtomicU64,
+    /// What the last completed record marked, for the race sanitizer.
+    pub(crate) clock: EventClock,
 }
 
 impl MockEventState {
@@ -62,6 +64,7 @@ impl DriverEvents for MockDevice {
             mark: Mutex::new(EventMark::Unrecorded),
             pending: AtomicBool::new(false),
             stamp: AtomicU64::new(0),
+            clock: EventClock::default(),
         }))
     }
 
@@ -84,7 +87,7 @@ impl DriverEvents for MockDevice {
         self.alive()?;
         let capturing = self.capture.capture_id(stream.index()).is_some();
         if event.options.external && capturing {
-            return self.issue(stream, MockCommand::WaitEvent);
+            return self.issue(stream, MockCommand::WaitEvent(Arc::clone(event)));
         }
         if event.pending.load(Ordering::Acquire) && !capturing {
             return Err(DriverError::emulated(
@@ -94,7 +97,11 @@ impl DriverEvents for MockDevice {
         }
         let mark = event.mark().clone();
         self.capture
-            .wait_event(stream.index(), stream.index() == 0, &mark)
+            .wait_event(stream.index(), stream.index() == 0, &mark)?;
+        if !capturing {
+            self.sanitize_wait(stream, event);
+        }
+        Ok(())
     }
 
     fn event_synchronize(&self, event: &Arc<MockEventState>) -> DriverResult<()> {
@@ -106,13 +113,19 @@ impl DriverEvents for MockDevice {
         if event.pending.load(Ordering::Acquire) {
             return Err(crate::error::stalled("event_synchronize"));
         }
+        self.host_waited_for_event(event);
         Ok(())
     }
 
     fn event_query(&self, event: &Arc<MockEventState>) -> DriverResult<bool> {
         self.alive()?;
         self.unsafe_call("event_query", false)?;
-        Ok(!event.pending.load(Ordering::Acquire))
+        let complete = !event.pending.load(Ordering::Acquire);
+        if complete {
+            // The host saw the marked work done: it is ordered before what the host issues next.
+            self.host_waited_for_event(event);
+        }
+        Ok(complete)
     }
 
     fn elapsed_ms(

@@ -10,7 +10,13 @@ use accel_graph_driver::{
     software::{self, Node},
 };
 
-use crate::{FaultSite, MockDevice, counters::Counters, ops::MockCommand, stream::MockStreamState};
+use crate::{
+    FaultSite, MockDevice,
+    counters::Counters,
+    ops::MockCommand,
+    sanitizer::{QueuedOrder, ReplayAccesses},
+    stream::MockStreamState,
+};
 
 /// A captured graph of the mock: the recorded commands with their dependencies, in capture
 /// order (a topological order). What [`accel_graph_api::Graph::raw_graph`] returns.
@@ -48,6 +54,8 @@ impl std::fmt::Debug for MockRawGraph {
 /// [`accel_graph_api::Graph::executable`] returns.
 pub struct MockExecutable {
     commands: Vec<MockCommand>,
+    /// What a replay touches, for the race sanitizer (empty when it is off).
+    accesses: ReplayAccesses,
 }
 
 impl MockExecutable {
@@ -80,9 +88,13 @@ impl DriverGraphs for MockDevice {
         // Capture order is a topological order (a node only depends on earlier nodes), so the
         // plan runs the nodes in order; a wider device would run independent branches
         // concurrently, with the same result, since branches of a valid graph do not race.
-        Ok(MockExecutable {
-            commands: graph.nodes.iter().map(|n| n.command.clone()).collect(),
-        })
+        let commands: Vec<MockCommand> = graph.nodes.iter().map(|n| n.command.clone()).collect();
+        let accesses = if self.races.enabled() {
+            ReplayAccesses::of(&commands)
+        } else {
+            ReplayAccesses::default()
+        };
+        Ok(MockExecutable { commands, accesses })
     }
 
     fn upload_exec(
@@ -105,11 +117,16 @@ impl DriverGraphs for MockDevice {
             return self.alive();
         }
         if stream.is_stalled() {
-            for command in &exec.commands {
+            let ticket = self.queued_replay_order(stream, &exec.accesses);
+            for (node, command) in exec.commands.iter().enumerate() {
                 // A stalled stream queues the replay's work in order, as a GPU would.
-                let _ = stream.queue_if_stalled(command.clone());
+                let _ = stream.queue_if_stalled(command.clone(), |_| {
+                    ticket.as_ref().map(|t| QueuedOrder::replay_node(t, node))
+                });
             }
         } else {
+            // One unit of work on the stream: checked, or refused, before any node runs.
+            self.sanitize_replay(stream, &exec.accesses)?;
             for (node, command) in exec.commands.iter().enumerate() {
                 // The sanitizer checks each node as it runs: a host node may release memory
                 // later nodes touch.

@@ -29,10 +29,20 @@
 //!   returned to the device; if it was, the replay fails with [`GraphError::DanglingBuffer`]
 //!   (on a GPU that is silent memory corruption). Memory the graph's own ops touch is kept
 //!   alive by the driver layer, so this catches work the layer cannot track.
+//! * **Race sanitizer** (on by default, [`MockConfig::race_sanitizer`]): two accesses to
+//!   overlapping bytes of one block, at least one a write, that nothing orders fail with
+//!   [`GraphError::DataRace`] naming both — nodes of a captured graph with no path between
+//!   them (checked once, when the capture ends, which then fails and discards the capture),
+//!   and eager work on two streams with no event wait or synchronize between them (ops,
+//!   uploads, downloads, and replays, each one unit of work on its stream; the work that races
+//!   fails before it runs). The mock's streams run at once, so the sanitizer models the order
+//!   a device would give: vector clocks per stream and event, a history per block. Host
+//!   callbacks touch memory the device cannot see and are not checked. Races are logged
+//!   ([`MockBackend::race_reports`]) and counted ([`MockCounters::data_races`]).
 //! * **Timing**: a virtual clock advances one microsecond per command run; timing events
 //!   measure it, external events recorded in a capture become graph nodes.
 //! * **Extras** for users' tests: [`MockBackend::counters`], [`MockBackend::inject_fault`],
-//!   [`MockBackend::stall_stream`].
+//!   [`MockBackend::stall_stream`], [`MockBackend::race_reports`].
 //!
 //! ```
 //! use accel_graph_api::prelude::*;
@@ -55,6 +65,44 @@
 //! assert_eq!(backend.download(&y)?, vec![3.0, 5.0]);
 //! # Ok::<(), GraphError>(())
 //! ```
+//!
+//! A test of your own code catches work it forgot to order. Here two streams write one buffer
+//! and nothing orders the second write after the first; an event wait fixes it:
+//!
+//! ```
+//! use accel_graph_api::prelude::*;
+//! use accel_graph_mock::MockBackend;
+//!
+//! let backend = MockBackend::new();
+//! let x = backend.alloc_from(&[0.0; 4])?;
+//! let (producer, consumer) = (backend.new_stream()?, backend.new_stream()?);
+//! {
+//!     let _on = backend.use_stream(&producer)?;
+//!     backend.fill(&x, 1.0)?;
+//! }
+//! let racy = {
+//!     let _on = backend.use_stream(&consumer)?;
+//!     backend.scale(&x, 2.0) // forgot: wait for the producer's fill
+//! };
+//! let Err(GraphError::DataRace { first, second }) = racy else {
+//!     panic!("the race went unnoticed");
+//! };
+//! assert!(first.label.starts_with("fill") && second.label.starts_with("scale"));
+//! assert_eq!(backend.race_reports().len(), 1);
+//!
+//! // Ordered by an event, the same work is fine.
+//! let filled = backend.new_event()?;
+//! {
+//!     let _on = backend.use_stream(&producer)?;
+//!     backend.fill(&x, 1.0)?;
+//!     backend.record_event(&filled)?;
+//! }
+//! let _on = backend.use_stream(&consumer)?;
+//! backend.wait_event(&filled)?;
+//! backend.scale(&x, 2.0)?;
+//! assert_eq!(backend.download(&x)?, vec![2.0; 4]);
+//! # Ok::<(), GraphError>(())
+//! ```
 #![deny(missing_docs)]
 
 #[cfg(doc)]
@@ -72,6 +120,7 @@ mod graph;
 mod kernels;
 mod memory;
 mod ops;
+mod sanitizer;
 mod stream;
 
 pub use backend::{MockBackend, MockBuffer, MockEvent, MockGraph, MockGraphImpl, MockStream};
@@ -82,4 +131,5 @@ pub use event::MockEventState;
 pub use faults::FaultSite;
 pub use graph::{MockExecutable, MockRawGraph};
 pub use memory::{ADDRESS_ALIGNMENT, MockBlock};
+pub use sanitizer::RaceReport;
 pub use stream::MockStreamState;

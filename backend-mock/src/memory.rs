@@ -9,10 +9,10 @@ use std::{
     },
 };
 
-use accel_graph_api::backend_kit::EmulatedCudaError;
+use accel_graph_api::{AccessKind, backend_kit::EmulatedCudaError};
 use accel_graph_driver::{DriverError, DriverResult, api::DriverMemory};
 
-use crate::{MockDevice, error::invalid_config, stream::MockStreamState};
+use crate::{MockDevice, error::invalid_config, sanitizer::BlockHistory, stream::MockStreamState};
 
 /// Device addresses are aligned like CUDA's allocations (at least 256 bytes).
 pub const ADDRESS_ALIGNMENT: u64 = 256;
@@ -28,6 +28,8 @@ pub struct MockBlock {
     pub(crate) cells: Box<[AtomicU32]>,
     /// Set when the block goes back to the device; the sanitizer checks it before each node.
     released: AtomicBool,
+    /// The race sanitizer's history of eager accesses to the block.
+    pub(crate) accesses: BlockHistory,
 }
 
 impl MockBlock {
@@ -146,6 +148,7 @@ impl AddressSpace {
             bytes,
             cells: cells.into_boxed_slice(),
             released: AtomicBool::new(false),
+            accesses: BlockHistory::default(),
         }))
     }
 
@@ -244,6 +247,7 @@ impl DriverMemory for MockDevice {
         stream: &Arc<MockStreamState>,
     ) -> DriverResult<()> {
         self.check_can_wait(stream, "upload")?;
+        self.sanitize_copy(stream, dst, offset..offset + src.len(), AccessKind::Write)?;
         write_bytes(&dst.cells, offset, src);
         Ok(())
     }
@@ -256,6 +260,7 @@ impl DriverMemory for MockDevice {
         stream: &Arc<MockStreamState>,
     ) -> DriverResult<()> {
         self.check_can_wait(stream, "download")?;
+        self.sanitize_copy(stream, src, offset..offset + dst.len(), AccessKind::Read)?;
         read_bytes(&src.cells, offset, dst);
         Ok(())
     }

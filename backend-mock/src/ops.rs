@@ -79,8 +79,8 @@ pub(crate) enum MockCommand {
     /// The record of an external event (a node of its own in a graph).
     RecordEvent(Arc<MockEventState>),
     /// A wait on an external event (a node of its own in a graph; the mock's streams are
-    /// synchronous, so it orders nothing more).
-    WaitEvent,
+    /// synchronous, so it orders nothing more, except for the race sanitizer).
+    WaitEvent(Arc<MockEventState>),
     /// A user kernel's launch.
     Kernel(Arc<crate::kernels::KernelLaunch>),
     /// A matrix product.
@@ -95,30 +95,21 @@ impl MockCommand {
             MockCommand::Kernel(_) | MockCommand::Gemm(_) => NodeKind::Kernel,
             MockCommand::Host(_) => NodeKind::Host,
             MockCommand::RecordEvent(_) => NodeKind::EventRecord,
-            MockCommand::WaitEvent => NodeKind::EventWait,
+            MockCommand::WaitEvent(_) => NodeKind::EventWait,
         }
     }
 
     /// A label naming the command and the addresses it touches (deterministic: no pointer of
     /// the host process).
     pub(crate) fn label(&self) -> String {
-        let mut s = String::new();
-        let _ = match self {
-            MockCommand::Op(op) => match op {
-                PortableOp::Fill { x, value } => write!(s, "fill x={x} value={value}"),
-                PortableOp::Copy { dst, src } => write!(s, "copy dst={dst} src={src}"),
-                PortableOp::AddScalar { x, c } => write!(s, "add_scalar x={x} c={c}"),
-                PortableOp::Scale { x, a } => write!(s, "scale x={x} a={a}"),
-                PortableOp::Axpy { y, a, x } => write!(s, "axpy y={y} a={a} x={x}"),
-                PortableOp::Mul { y, x } => write!(s, "mul y={y} x={x}"),
-            },
-            MockCommand::Kernel(k) => write!(s, "{}", k.label()),
-            MockCommand::Gemm(g) => write!(s, "{}", g.label()),
-            MockCommand::Host(_) => write!(s, "host_callback"),
-            MockCommand::RecordEvent(_) => write!(s, "event_record"),
-            MockCommand::WaitEvent => write!(s, "event_wait"),
-        };
-        s
+        match self {
+            MockCommand::Op(op) => op_label(op),
+            MockCommand::Kernel(k) => k.label(),
+            MockCommand::Gemm(g) => g.label(),
+            MockCommand::Host(_) => "host_callback".to_owned(),
+            MockCommand::RecordEvent(_) => "event_record".to_owned(),
+            MockCommand::WaitEvent(_) => "event_wait".to_owned(),
+        }
     }
 
     /// The address of the first block the command touches that went back to the device.
@@ -137,6 +128,21 @@ impl MockCommand {
             _ => None,
         }
     }
+}
+
+/// The label of `op` over operands printed as `address[elements]` (a node's label; the race
+/// sanitizer's reports name work the same way).
+pub(crate) fn op_label<T: std::fmt::Display>(op: &PortableOp<T>) -> String {
+    let mut s = String::new();
+    let _ = match op {
+        PortableOp::Fill { x, value } => write!(s, "fill x={x} value={value}"),
+        PortableOp::Copy { dst, src } => write!(s, "copy dst={dst} src={src}"),
+        PortableOp::AddScalar { x, c } => write!(s, "add_scalar x={x} c={c}"),
+        PortableOp::Scale { x, a } => write!(s, "scale x={x} a={a}"),
+        PortableOp::Axpy { y, a, x } => write!(s, "axpy y={y} a={a} x={x}"),
+        PortableOp::Mul { y, x } => write!(s, "mul y={y} x={x}"),
+    };
+    s
 }
 
 thread_local! {
@@ -225,7 +231,7 @@ impl MockDevice {
                 unsafe { (h.func)(h.data) }
             }
             MockCommand::RecordEvent(event) => event.complete(self.tick()),
-            MockCommand::WaitEvent => {}
+            MockCommand::WaitEvent(_) => {}
             MockCommand::Kernel(k) => k.run()?,
             MockCommand::Gemm(g) => g.run(),
         }
@@ -250,13 +256,17 @@ impl MockDevice {
                 Counters::bump(&self.counters.captured_ops, u64::from(work));
                 Ok(())
             }
-            Some(command) => match stream.queue_if_stalled(command) {
-                None => Ok(()),
-                Some(command) => {
-                    Counters::bump(&self.counters.eager_ops, u64::from(work));
-                    self.execute(&command, None)
+            Some(command) => {
+                match stream.queue_if_stalled(command, |c| self.queued_order(stream, c)) {
+                    None => Ok(()),
+                    Some(command) => {
+                        // A race fails the work before it runs.
+                        self.sanitize_eager(stream, &command, None)?;
+                        Counters::bump(&self.counters.eager_ops, u64::from(work));
+                        self.execute(&command, None)
+                    }
                 }
-            },
+            }
         }
     }
 }

@@ -6,14 +6,20 @@ use std::sync::{Arc, Mutex, MutexGuard, atomic::Ordering};
 
 use accel_graph_driver::{DriverResult, api::DriverStreams};
 
-use crate::{MockDevice, ops::MockCommand};
+use crate::{
+    MockDevice,
+    ops::MockCommand,
+    sanitizer::{Queued, QueuedOrder, StreamClock},
+};
 
 /// One simulated stream (the driver-level object behind a [`crate::MockStream`]).
 pub struct MockStreamState {
     key: u64,
     default: bool,
     /// `Some(queue)` while stalled.
-    stall: Mutex<Option<Vec<MockCommand>>>,
+    stall: Mutex<Option<Vec<Queued>>>,
+    /// The race sanitizer's clock of the stream.
+    pub(crate) clock: StreamClock,
 }
 
 impl MockStreamState {
@@ -23,7 +29,7 @@ impl MockStreamState {
         self.key
     }
 
-    fn stall_slot(&self) -> MutexGuard<'_, Option<Vec<MockCommand>>> {
+    fn stall_slot(&self) -> MutexGuard<'_, Option<Vec<Queued>>> {
         // The queue is pushed to or taken whole: a panic elsewhere cannot tear it.
         self.stall.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -33,11 +39,17 @@ impl MockStreamState {
         self.stall_slot().is_some()
     }
 
-    /// Queues `command` if the stream is stalled; hands it back to run now otherwise.
-    pub(crate) fn queue_if_stalled(&self, command: MockCommand) -> Option<MockCommand> {
+    /// Queues `command` if the stream is stalled, with the order `order` says it is issued
+    /// with; hands it back to run now otherwise.
+    pub(crate) fn queue_if_stalled(
+        &self,
+        command: MockCommand,
+        order: impl FnOnce(&MockCommand) -> Option<QueuedOrder>,
+    ) -> Option<MockCommand> {
         match self.stall_slot().as_mut() {
             Some(queue) => {
-                queue.push(command);
+                let order = order(&command);
+                queue.push(Queued { command, order });
                 None
             }
             None => Some(command),
@@ -79,7 +91,8 @@ impl MockDevice {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|s| !std::ptr::eq(s.as_ptr(), stream));
-        for command in queue {
+        for Queued { command, order } in queue {
+            self.sanitize_eager(stream, &command, order.as_ref())?;
             self.execute(&command, None)?;
         }
         Ok(())
@@ -94,6 +107,7 @@ impl DriverStreams for MockDevice {
             key: 0,
             default: true,
             stall: Mutex::new(None),
+            clock: StreamClock::default(),
         })
     }
 
@@ -103,6 +117,7 @@ impl DriverStreams for MockDevice {
             key: self.next_stream.fetch_add(1, Ordering::Relaxed),
             default: false,
             stall: Mutex::new(None),
+            clock: StreamClock::default(),
         }))
     }
 
@@ -115,7 +130,9 @@ impl DriverStreams for MockDevice {
     }
 
     fn stream_synchronize(&self, stream: &Arc<MockStreamState>) -> DriverResult<()> {
-        self.check_can_wait(stream, "stream_synchronize")
+        self.check_can_wait(stream, "stream_synchronize")?;
+        self.host_waited_for_stream(stream);
+        Ok(())
     }
 
     fn capture_id(&self, stream: &Arc<MockStreamState>) -> DriverResult<Option<u64>> {

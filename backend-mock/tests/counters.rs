@@ -37,6 +37,7 @@ fn counters_follow_the_work() -> Result<()> {
             frees_during_capture: 0,
             frees_in_host_callbacks: 0,
             unsafe_calls_meeting_captures: 0,
+            data_races: 0,
         }
     );
     g.instantiate()?; // explicit re-instantiation counts too

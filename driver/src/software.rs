@@ -33,6 +33,8 @@ pub struct Node<C> {
     pub command: C,
     /// Indices of the nodes it depends on.
     pub deps: Vec<usize>,
+    /// The stream that recorded it (its driver key), for reports that name it.
+    pub stream: u64,
 }
 
 /// The topology of recorded nodes (in recording order): a node per command, of the kind and
@@ -175,7 +177,11 @@ impl<C> SoftwareCapture<C> {
         }
         let id = capture.nodes.len();
         let deps = std::mem::replace(capture.frontiers.entry(stream).or_default(), vec![id]);
-        capture.nodes.push(Node { command, deps });
+        capture.nodes.push(Node {
+            command,
+            deps,
+            stream,
+        });
         Ok(None)
     }
 

@@ -2,7 +2,7 @@
 
 use std::{fmt, path::PathBuf};
 
-use crate::{CaptureErrorMode, PoolId};
+use crate::{CaptureErrorMode, PoolId, RaceAccess};
 
 /// Result alias used throughout accel-graph.
 pub type Result<T, E = GraphError> = std::result::Result<T, E>;
@@ -228,6 +228,21 @@ pub enum GraphError {
         node: usize,
         /// The node's label.
         label: String,
+    },
+    /// Two accesses to overlapping bytes of one memory block, at least one a write, with
+    /// nothing ordering them (the mock's race sanitizer): in a captured graph, two nodes with
+    /// no path between them; in eager work, two streams with no event wait or synchronize in
+    /// between. On a GPU the result would depend on timing.
+    #[error(
+        "data race: {first} and {second} touch the same bytes, at least one writes, and \
+         nothing orders them; order them with record_event on one stream and wait_event on \
+         the other (in a capture: join the branches before the second access) or a synchronize"
+    )]
+    DataRace {
+        /// The access that came first.
+        first: Box<RaceAccess>,
+        /// The access that raced with it (the work that failed).
+        second: Box<RaceAccess>,
     },
     /// A host callback panicked (the panic was caught at the device boundary).
     #[error("host callback {callback} panicked: {message}")]

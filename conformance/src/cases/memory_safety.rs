@@ -165,7 +165,11 @@ fn same_result_after_drop<B: Backend>(t: &Target<B>) -> CaseResult {
     };
     run(&mut write, &mut read_out)?;
     let before = read(b, &out)?;
-    b.fill(&out, -1.0).ctx("clear out")?;
+    {
+        // On the replays' stream, so that they are ordered after the clear.
+        let _s = on_stream(b, &stream)?;
+        b.fill(&out, -1.0).ctx("clear out")?;
+    }
     drop(a);
     drop(src);
     run(&mut write, &mut read_out)?;

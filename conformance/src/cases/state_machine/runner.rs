@@ -98,6 +98,12 @@ struct Machine<'a, B: Backend> {
     /// Runs the sequence has launched (the runner waits for them after each launch).
     host_runs_launched: usize,
     counters: &'a Counters,
+    /// Per instance, an event recorded after each call that does eager work, waited on before
+    /// the next one: a sequence switches streams at random, and eager work on two streams
+    /// that nothing orders would race on the buffers they share (a race detector reports it).
+    /// The waits and records are on streams that do not capture, so they order without
+    /// touching any capture.
+    order: Vec<B::Event>,
 }
 
 impl<B: Backend> Machine<'_, B> {
@@ -190,8 +196,47 @@ impl<B: Backend> Machine<'_, B> {
         }
     }
 
-    /// Runs one action and checks its result against the model.
+    /// The instance whose current stream `action` does eager work on, if it does any.
+    fn eager_instance(&self, action: &Action) -> Option<usize> {
+        match *action {
+            Action::Op { on, .. } | Action::Download { on, .. } => Some(self.instance(on)),
+            Action::Replay(i) => self.model.graphs[i].as_ref().map(|m| m.instance),
+            Action::GraphedCall(_) => self.model.utilities.graphed,
+            Action::Load { .. } => self.model.utilities.loader.as_ref().map(|(on, _)| *on),
+            Action::BucketedRun(_) => self.model.utilities.bucketed.as_ref().map(|(on, _)| *on),
+            _ => None,
+        }
+    }
+
+    /// True when instance `on`'s current stream is known not to capture, so an event record
+    /// or wait there orders eager work and nothing else.
+    fn orderable(&self, on: usize) -> bool {
+        matches!(self.model.on_current(on), OnStream::NotCapturing)
+            && !self.model.default_stream_ambiguous(on)
+    }
+
+    /// Runs one action, ordered after the eager work of the calls before it, and checks its
+    /// result against the model.
     fn step(&mut self, action: Action) -> Result<Step, String> {
+        let ordered = self
+            .eager_instance(&action)
+            .filter(|&on| self.orderable(on));
+        if let Some(on) = ordered {
+            self.bs[on]
+                .wait_event(&self.order[on])
+                .ctx("wait_event ordering the call after earlier eager work")?;
+        }
+        let step = self.checked_step(action)?;
+        if let Some(on) = ordered.filter(|&on| self.orderable(on)) {
+            self.bs[on]
+                .record_event(&self.order[on])
+                .ctx("record_event ordering later calls after this one")?;
+        }
+        Ok(step)
+    }
+
+    /// Runs one action and checks its result against the model.
+    fn checked_step(&mut self, action: Action) -> Result<Step, String> {
         match action {
             Action::NewGraph {
                 on,
@@ -1105,7 +1150,13 @@ pub(super) fn run_sequence<B: Backend>(
                 .ctx("set_current_stream")?,
         );
     }
+    let order = bs
+        .iter()
+        .map(|b| b.new_event())
+        .collect::<Result<Vec<_>, _>>()
+        .ctx("new_event")?;
     let mut machine = Machine {
+        order,
         bs,
         streams,
         dir,

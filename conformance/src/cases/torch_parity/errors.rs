@@ -24,11 +24,13 @@ use crate::{
 /// After an error: eager work on `stream` runs, and a new graph captures `x += 1` on a new
 /// stream and replays it.
 fn backend_still_works<B: Backend>(b: &B, stream: &B::Stream, when: &str) -> CaseResult {
-    let x = full(b, 64, 0.0).ctx("alloc + fill")?;
-    {
+    let x = {
+        // Filled on `stream` too: a fill on another stream would race with the add.
         let _current = on_stream(b, stream)?;
+        let x = full(b, 64, 0.0).ctx("alloc + fill")?;
         b.add_scalar(&x, 1.0).ctx("eager add_scalar")?;
-    }
+        x
+    };
     expect_all(b, &x, 1.0, &format!("eager x += 1 {when}"))?;
     let side = b.new_stream().ctx("new_stream")?;
     let mut g = new_graph(b, GraphOptions::new())?;
@@ -68,8 +70,11 @@ pub(crate) fn graph_error<B: Backend>(t: &Target<B>) -> CaseResult {
         &default,
         "after the refused capture on the default stream",
     )?;
-    // The graph object itself captures too, on a stream that can be captured.
+    // The graph object itself captures too, on a stream that can be captured. The fill runs
+    // on the default stream: synchronized before the capture (as `torch.cuda.graph` does),
+    // so that the replay on the side stream is ordered after it.
     let x = full(b, 16, 0.0).ctx("alloc + fill")?;
+    b.synchronize().ctx("synchronize")?;
     let s = b.new_stream().ctx("new_stream")?;
     capture_add_one(b, &s, &mut g, &x)?;
     replay_on(b, &s, &mut g)?;

@@ -13,8 +13,8 @@
 use std::collections::HashSet;
 
 use accel_graph_api::{
-    AcceleratorGraph, Backend, BlockState, CaptureErrorMode, DeviceBuffer, GraphOptions, PoolId,
-    backend_kit::pools::POOL_GRANULARITY,
+    AcceleratorGraph, Backend, BlockState, CaptureErrorMode, DeviceBuffer, GraphError,
+    GraphOptions, PoolId, backend_kit::pools::POOL_GRANULARITY,
 };
 
 use super::support::{
@@ -196,7 +196,9 @@ const ALIGN_SPIN_OPS: usize = 32;
 /// That depends on the two graphs really running at the same time, which no generic check
 /// can force (the mock runs streams one after the other; a GPU may or may not overlap them).
 /// What the port checks instead is the cause: the second graph's buffers reuse the first
-/// one's freed blocks (the same addresses), so the replays race wherever they overlap.
+/// one's freed blocks (the same addresses), so the replays race wherever they overlap — and a
+/// backend that detects races (the mock's race sanitizer) may refuse the second replay with
+/// [`GraphError::DataRace`] on one of those blocks.
 pub(crate) fn graph_concurrent_replay<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
     let (ambient_stream, _current) = ambient(b)?;
@@ -243,10 +245,18 @@ pub(crate) fn graph_concurrent_replay<B: Backend>(t: &Target<B>) -> CaseResult {
             wait_stream(b, &s1, &s0).ctx("s1.wait_stream(s0)")?;
             g0.replay().ctx("g0.replay on s0")?;
         }
-        {
+        let raced = {
             let _on_s1 = on_stream(b, &s1)?;
-            g1.replay().ctx("g1.replay on s1")?;
-        }
+            match g1.replay() {
+                Err(GraphError::DataRace { first, second }) if share.shares() => {
+                    Some((first.address, second.address))
+                }
+                other => {
+                    other.ctx("g1.replay on s1")?;
+                    None
+                }
+            }
+        };
         wait_stream(b, &ambient_stream, &s0).ctx("ambient.wait_stream(s0)")?;
         wait_stream(b, &ambient_stream, &s1).ctx("ambient.wait_stream(s1)")?;
 
@@ -261,6 +271,13 @@ pub(crate) fn graph_concurrent_replay<B: Backend>(t: &Target<B>) -> CaseResult {
                 "{mode}: g1's buffers reuse none of g0's freed blocks, so concurrent replays \
                  could not corrupt each other as PyTorch expects"
             );
+            if let Some((first_address, second_address)) = raced {
+                ensure!(
+                    first_address == second_address && first.contains(&first_address),
+                    "{mode}: the race reported between the replays is not on a block g1 \
+                     reuses from g0 ({first_address:#x}, {second_address:#x})"
+                );
+            }
             // The values depend on how the replays overlapped: PyTorch expects corruption
             // on a GPU, sequential streams (the mock) compute them right. Nothing to assert.
         } else {
