@@ -247,7 +247,12 @@ impl DriverMemory for MockDevice {
         stream: &Arc<MockStreamState>,
     ) -> DriverResult<()> {
         self.check_can_wait(stream, "upload")?;
-        self.sanitize_copy(stream, dst, offset..offset + src.len(), AccessKind::Write)?;
+        self.sanitize_copy(
+            stream,
+            dst,
+            offset..offset.saturating_add(src.len()),
+            AccessKind::Write,
+        )?;
         write_bytes(&dst.cells, offset, src);
         Ok(())
     }
@@ -260,7 +265,12 @@ impl DriverMemory for MockDevice {
         stream: &Arc<MockStreamState>,
     ) -> DriverResult<()> {
         self.check_can_wait(stream, "download")?;
-        self.sanitize_copy(stream, src, offset..offset + dst.len(), AccessKind::Read)?;
+        self.sanitize_copy(
+            stream,
+            src,
+            offset..offset.saturating_add(dst.len()),
+            AccessKind::Read,
+        )?;
         read_bytes(&src.cells, offset, dst);
         Ok(())
     }

@@ -138,6 +138,45 @@ fn raw_work_on_a_dropped_buffer_is_dangling() -> Result<()> {
     Ok(())
 }
 
+/// The same raw work, declared with `track_raw_use`: the capture keeps the memory, so the
+/// replays after the drop write it safely.
+#[test]
+fn raw_work_declared_with_track_raw_use_is_kept_alive() -> Result<()> {
+    let b = MockBackend::new();
+    let x = b.alloc_from(&[0.0f32; 4])?;
+    let y = b.alloc_from(&[0.0f32; 4])?;
+    let s = b.new_stream()?;
+    let mut g = b.graph(GraphOptions::new())?;
+    b.capture_on(&s, &mut g, || {
+        b.add_scalar(&x, 1.0)?;
+        let raw = PortableOp::Copy {
+            dst: Region {
+                block: y.block(),
+                offset: 0,
+                len: y.len(),
+            },
+            src: Region {
+                block: x.block(),
+                offset: 0,
+                len: x.len(),
+            },
+        };
+        assert!(y.as_ref().track_raw_use(s.raw())?, "the stream captures");
+        assert!(x.as_ref().track_raw_use(s.raw())?);
+        // SAFETY: both blocks are live and hold 4 elements, and the capture keeps them
+        // (track_raw_use above) for as long as the graph can replay.
+        unsafe { b.driver().launch_op(raw, s.raw()) }.map_err(|e| GraphError::Unsupported {
+            what: format!("raw launch failed: {e:?}"),
+        })
+    })?;
+    assert!(!y.as_ref().track_raw_use(s.raw())?, "the capture ended");
+    drop(y);
+    g.replay()?;
+    g.replay()?;
+    assert_eq!(b.download(&x)?, vec![2.0; 4]);
+    Ok(())
+}
+
 /// A host node that drops a buffer mid-replay: the device free waits until the callback has
 /// returned (CUDA permits no `cuMemFree` inside a host function), so the replay that ran it
 /// completes; the next replay frees it first, and the sanitizer catches the untracked raw work

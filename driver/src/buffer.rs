@@ -63,6 +63,18 @@ impl<D: Driver> BufferMemory<D> {
         self.allocation().get().pool()
     }
 
+    /// Records that work issued on the driver stream `stream` through its raw handle — the
+    /// user's own kernels and library calls — uses this memory: if that stream takes part in
+    /// a capture of this backend instance (begun on it, or forked into it through events,
+    /// whether by the backend or by the user's raw calls), the capture's graph keeps the
+    /// memory alive until it is reset, as for the portable ops. Returns whether the stream
+    /// captures. A stream capturing into a capture this instance did not begin is
+    /// [`GraphError::Unsupported`](accel_graph_api::GraphError): nothing would keep the
+    /// memory alive for that graph.
+    pub fn track_raw_use(&self, stream: &D::Stream) -> accel_graph_api::Result<bool> {
+        self.shared.keep_for_raw_work(self.allocation(), stream)
+    }
+
     pub(crate) fn record_use(&self, stream: &DriverStream<D>) {
         let mut uses = self.uses.lock().unwrap_or_else(|e| e.into_inner());
         if !uses.contains(stream) {

@@ -152,6 +152,38 @@ impl<D: Driver> Shared<D> {
         Ok(module)
     }
 
+    /// Keeps `memory` alive for the capture the raw stream `stream` takes part in, if any (see
+    /// [`crate::BufferMemory::track_raw_use`]).
+    pub(crate) fn keep_for_raw_work(
+        &self,
+        memory: &OwnedAllocation<DriverAllocator<D>>,
+        stream: &D::Stream,
+    ) -> Result<bool> {
+        self.bind()?;
+        let Some(id) = self.check(
+            self.driver.capture_id(stream),
+            CallSite::op("track_raw_use"),
+        )?
+        else {
+            return Ok(false);
+        };
+        let entry = self
+            .captures()
+            .iter()
+            .find(|c| c.driver_id() == Some(id))
+            .cloned();
+        match entry {
+            Some(entry) => {
+                entry.keep_block(memory);
+                Ok(true)
+            }
+            None => Err(GraphError::Unsupported {
+                what: "raw work on a stream that captures into a capture this backend did not                        begin: begin captures through the backend (capture_begin, capture_on)                        so that their graphs keep the memory their work uses"
+                    .to_owned(),
+            }),
+        }
+    }
+
     pub(crate) fn captures(&self) -> MutexGuard<'_, Vec<Arc<CaptureEntry<D>>>> {
         self.captures.lock().unwrap_or_else(|e| e.into_inner())
     }

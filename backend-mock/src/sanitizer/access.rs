@@ -69,7 +69,12 @@ fn merged<'a>(list: impl IntoIterator<Item = BlockAccess<'a>>) -> Vec<BlockAcces
 /// The accesses of one command: at most two for a portable op (no allocation on the hot
 /// path), a list for a kernel or a product.
 pub(crate) enum Accesses<'a> {
-    Pair(std::iter::Chain<std::option::IntoIter<BlockAccess<'a>>, std::option::IntoIter<BlockAccess<'a>>>),
+    Pair(
+        std::iter::Chain<
+            std::option::IntoIter<BlockAccess<'a>>,
+            std::option::IntoIter<BlockAccess<'a>>,
+        >,
+    ),
     Many(std::vec::IntoIter<BlockAccess<'a>>),
 }
 

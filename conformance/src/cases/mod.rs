@@ -9,7 +9,9 @@ mod capture;
 mod capture_modes;
 mod debug;
 mod differential;
+mod gemm;
 mod hardening;
+mod kernels;
 mod lifecycle;
 mod memory_safety;
 mod misuse;
@@ -720,5 +722,9 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
     .chain(torch_parity::cases())
     // 13: typed buffers and views.
     .chain(typed::cases())
+    // 14: user kernels.
+    .chain(kernels::cases())
+    // 15: GEMM.
+    .chain(gemm::cases())
     .collect()
 }
