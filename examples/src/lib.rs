@@ -1,5 +1,8 @@
 //! Shared pieces of the accel-graph examples: the command-line backend choice, logging set-up,
-//! and small generic workloads that run unchanged on every backend.
+//! small generic workloads that run unchanged on every backend, and a model step written once
+//! ([`mlp`]).
+
+pub mod mlp;
 
 use accel_graph::{
     AcceleratorGraph, Backend, BackendChoice, CaptureExt, GraphOptions, GraphState, Result,

@@ -169,6 +169,7 @@ pub fn check_arguments<M>(kernel: &Kernel, instance: u64, args: &[KernelArg<'_, 
                 }
                 let needed = match *extent {
                     Extent::Any => None,
+                    Extent::AtLeast(n) => Some(n),
                     Extent::AtLeastScalar { param, factor } => {
                         Some(count_of(kernel, args, param)?.saturating_mul(factor))
                     }

@@ -262,6 +262,8 @@ impl Eq for ElementType {}
 pub enum Extent {
     /// Any length.
     Any,
+    /// At least this many elements.
+    AtLeast(usize),
     /// At least the value of the scalar parameter at this index (a `u32` or a non-negative
     /// `i32`), times `factor`.
     AtLeastScalar {
