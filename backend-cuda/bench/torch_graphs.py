@@ -1,6 +1,7 @@
-"""PyTorch's torch.cuda.CUDAGraph on the workloads of backend-cuda/examples/bench.rs.
+"""PyTorch's torch.cuda.CUDAGraph on the workloads of the CUDA backend's example
+backend-cuda/examples/graph_overhead_vs_raw_cuda.rs.
 
-Writes "key value" lines to the file named by the first argument (read by the Rust bench to
+Writes "key value" lines to the file named by the first argument (read by that example to
 print ours/torch ratios) and prints them.
 
 (a) host cost of replaying a 1-node graph (x.add_(1) on 1024 floats), batches of 64 launches;

@@ -149,11 +149,18 @@ fn unavailable(call: &str, err: cudarc::driver::DriverError) -> GraphError {
     }
 }
 
-/// Library names tried, in the order cudarc's loader tries its candidates.
+/// Library names tried: the driver library's soname and development link on Linux, its DLL on
+/// Windows. Each is among the names cudarc's loader tries, so one that loads here is one
+/// cudarc finds. Not cudarc's own list (`get_lib_name_candidates`): that exists only while
+/// cudarc loads at run time, and a build that has cudarc link CUDA instead (candle-core's
+/// `cuda` feature asks for `dynamic-linking`) turns loading off for every crate in it.
 fn candidates() -> Vec<String> {
-    let mut names = cudarc::get_lib_name_candidates("cuda");
-    names.extend(cudarc::get_lib_name_candidates("nvcuda"));
-    names
+    let names: &[&str] = if cfg!(windows) {
+        &["nvcuda.dll"]
+    } else {
+        &["libcuda.so.1", "libcuda.so"]
+    };
+    names.iter().map(|name| (*name).to_owned()).collect()
 }
 
 /// Checks that the CUDA driver library can be loaded before cudarc touches it (cudarc's

@@ -17,12 +17,18 @@
 //! through cudarc's `result` layer where it loses nothing, and its raw `sys` bindings where it
 //! does (each place says why).
 //!
-//! ## CUDA versions
+//! ## CUDA versions and linking
 //!
 //! The bindings target the CUDA 12.8 driver API (cudarc's `cuda-12080`), which every driver
 //! of CUDA 12.8 and newer provides, 13.x included. The choice is fixed rather than a cargo
 //! feature because cudarc's version features are mutually exclusive and `--all-features`
-//! builds must keep working. Drivers older than CUDA 12.3 are not supported: the backend uses
+//! builds must keep working; a build that picks another version for cudarc (another crate's
+//! `cuda-1xxx0` feature, or `CUDARC_CUDA_VERSION` set to anything but `12080`) makes cudarc
+//! compile two sets of bindings, and fail. CUDA's libraries are loaded at run time (cudarc's
+//! `fallback-dynamic-loading`) unless another crate of the build has cudarc link them, as
+//! candle-core's `cuda` feature does: then this crate is linked the same way, so it builds
+//! beside candle and cubecl (`docs/INTEROP.md`). The `nccl` feature adds cudarc's NCCL
+//! bindings. Drivers older than CUDA 12.3 are not supported: the backend uses
 //! `cuStreamGetCaptureInfo_v3` and `cuGraphGetEdges_v2`. The portable ops are PTX (ISA 6.0,
 //! `sm_50` and newer) that the driver compiles at load, so no toolkit or NVRTC is needed at run
 //! time. Keep the toolkit's `stubs/` folder off `LD_LIBRARY_PATH`: its `libcuda.so` is a

@@ -14,8 +14,8 @@ if ! ls .gl/*.deb >/dev/null 2>&1; then
 fi
 out=.device-bundle/wgpu
 mkdir -p "$out"
-cargo build --release -p accel-graph-wgpu --example bench
-cp "${CARGO_TARGET_DIR:-target}/release/examples/bench" "$out/bench"
+cargo build --release -p accel-graph-wgpu --example wgpu_replay_vs_eager
+cp "${CARGO_TARGET_DIR:-target}/release/examples/wgpu_replay_vs_eager" "$out/wgpu_replay_vs_eager"
 # Test binaries have hashed names: ask cargo for them.
 cargo test --release -p accel-graph-wgpu --test conformance --test semantics --no-run \
     --message-format=json 2>/dev/null |

@@ -51,7 +51,7 @@ step capture_probe probe.log "$B/capture_probe"
 step cublas_user_kernel examples.log "$B/cublas_user_kernel"
 step debug_dump examples.log "$B/debug_dump" "$OUT/cuda_graph.dot"
 step torch_graphs bench.log env PYTHONUNBUFFERED=1 python3 "$B/torch_graphs.py" "$OUT/torch_results.txt"
-step bench bench.log "$B/bench" "$OUT/torch_results.txt"
+step bench bench.log "$B/graph_overhead_vs_raw_cuda" "$OUT/torch_results.txt"
 step soak soak.log "$B/soak" "$SOAK_REPLAYS"
 step reliability reliability.log "$B/reliability"
 

@@ -30,8 +30,8 @@ echo "== semantics"
 "$bundle/semantics" 2>&1 | tee "$out/semantics.txt" || status=1
 echo "== bench (1000 ops on 1024, 65536 and 1048576 elements)"
 {
-    "$bundle/bench" 1000 1024 30 &&
-        "$bundle/bench" 1000 65536 30 &&
-        "$bundle/bench" 1000 1048576 10
+    "$bundle/wgpu_replay_vs_eager" 1000 1024 30 &&
+        "$bundle/wgpu_replay_vs_eager" 1000 65536 30 &&
+        "$bundle/wgpu_replay_vs_eager" 1000 1048576 10
 } 2>&1 | tee "$out/bench.txt" || status=1
 exit $status

@@ -8,8 +8,11 @@
 //! (e) `elapsed_time` of the backend's timing events around a replay of the 1000-kernel graph
 //!     vs raw CUDA events around `cuGraphLaunch` of the same executable (within 10%).
 //!
-//! Run: `cargo run --release -p accel-graph-cuda --example bench -- [torch_results.txt]`,
-//! where the optional file is what `backend-cuda/bench/torch_graphs.py` wrote.
+//! Run (the optional file is what `backend-cuda/bench/torch_graphs.py` wrote):
+//!
+//! ```text
+//! cargo run --release -p accel-graph-cuda --example graph_overhead_vs_raw_cuda -- [torch_results.txt]
+//! ```
 
 use std::{
     collections::HashMap,

@@ -4,7 +4,7 @@
 //! and built every time (eager work batched by hand).
 //!
 //! ```text
-//! cargo run --release -p accel-graph-wgpu --example bench -- [ops] [elements] [iterations]
+//! cargo run --release -p accel-graph-wgpu --example wgpu_replay_vs_eager -- [ops] [elements] [iterations]
 //! ```
 //! Every timing includes waiting for the GPU to finish; the median of the iterations is printed.
 
