@@ -70,6 +70,7 @@
 
 mod backend;
 mod capture;
+mod collectives;
 mod device;
 mod error;
 mod event;
@@ -81,6 +82,8 @@ mod stream;
 mod topology;
 
 pub use backend::CudaBackend;
+#[cfg(feature = "nccl")]
+pub use collectives::NcclComm;
 pub use device::CudaDevice;
 pub use event::CuEvent;
 pub use graph::{CuGraph, CuGraphExec, INSTANTIATE_FLAGS};

@@ -79,6 +79,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod collectives;
 /// The modules over the HIP runtime (the `runtime` feature); without it, `unavailable.rs`
 /// stands in with the same public types.
 macro_rules! runtime_modules {

@@ -33,7 +33,7 @@ pub(crate) struct ByteRange {
 }
 
 impl ByteRange {
-    fn of(bytes: Bytes<'_, Arc<MockBlock>>) -> Self {
+    pub(crate) fn of(bytes: Bytes<'_, Arc<MockBlock>>) -> Self {
         ByteRange {
             block: Arc::clone(bytes.block),
             offset: bytes.offset,
@@ -41,13 +41,13 @@ impl ByteRange {
         }
     }
 
-    fn read(&self) -> Vec<u8> {
+    pub(crate) fn read(&self) -> Vec<u8> {
         let mut out = vec![0u8; self.len];
         read_bytes(&self.block.cells, self.offset, &mut out);
         out
     }
 
-    fn write(&self, data: &[u8]) {
+    pub(crate) fn write(&self, data: &[u8]) {
         write_bytes(
             &self.block.cells,
             self.offset,

@@ -110,6 +110,7 @@ use accel_graph_api::GraphError;
 
 mod backend;
 mod capture;
+mod collectives;
 mod config;
 mod counters;
 mod device;
@@ -124,6 +125,7 @@ mod sanitizer;
 mod stream;
 
 pub use backend::{MockBackend, MockBuffer, MockEvent, MockGraph, MockGraphImpl, MockStream};
+pub use collectives::MockComm;
 pub use config::MockConfig;
 pub use counters::MockCounters;
 pub use device::MockDevice;

@@ -85,6 +85,8 @@ pub(crate) enum MockCommand {
     Kernel(Arc<crate::kernels::KernelLaunch>),
     /// A matrix product.
     Gemm(Arc<crate::kernels::GemmLaunch>),
+    /// A collective: meets the other ranks of its communicator when it runs.
+    Collective(Arc<crate::collectives::CollectiveLaunch>),
 }
 
 impl MockCommand {
@@ -92,7 +94,10 @@ impl MockCommand {
     pub(crate) fn kind(&self) -> NodeKind {
         match self {
             MockCommand::Op(op) => op.node_kind(),
-            MockCommand::Kernel(_) | MockCommand::Gemm(_) => NodeKind::Kernel,
+            // NCCL's collectives are kernels in a CUDA graph.
+            MockCommand::Kernel(_) | MockCommand::Gemm(_) | MockCommand::Collective(_) => {
+                NodeKind::Kernel
+            }
             MockCommand::Host(_) => NodeKind::Host,
             MockCommand::RecordEvent(_) => NodeKind::EventRecord,
             MockCommand::WaitEvent(_) => NodeKind::EventWait,
@@ -106,6 +111,7 @@ impl MockCommand {
             MockCommand::Op(op) => op_label(op),
             MockCommand::Kernel(k) => k.label(),
             MockCommand::Gemm(g) => g.label(),
+            MockCommand::Collective(c) => c.label(),
             MockCommand::Host(_) => "host_callback".to_owned(),
             MockCommand::RecordEvent(_) => "event_record".to_owned(),
             MockCommand::WaitEvent(_) => "event_wait".to_owned(),
@@ -125,6 +131,7 @@ impl MockCommand {
             }
             MockCommand::Kernel(k) => k.blocks().find_map(released),
             MockCommand::Gemm(g) => g.blocks().into_iter().find_map(released),
+            MockCommand::Collective(c) => c.blocks().into_iter().find_map(released),
             _ => None,
         }
     }
@@ -234,6 +241,7 @@ impl MockDevice {
             MockCommand::WaitEvent(_) => {}
             MockCommand::Kernel(k) => k.run()?,
             MockCommand::Gemm(g) => g.run(),
+            MockCommand::Collective(c) => c.run()?,
         }
         self.tick();
         Ok(())
@@ -250,6 +258,7 @@ impl MockDevice {
                 | MockCommand::Host(_)
                 | MockCommand::Kernel(_)
                 | MockCommand::Gemm(_)
+                | MockCommand::Collective(_)
         );
         match self.capture.record(stream.index(), command)? {
             None => {

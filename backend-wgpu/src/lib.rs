@@ -43,6 +43,7 @@ use accel_graph_api::GraphError;
 mod adapter;
 mod backend;
 mod capture;
+mod collectives;
 mod command;
 mod device;
 mod error;

@@ -6,7 +6,7 @@ use accel_graph_api::{
     Backend, BackendKind, BlockInfo, Capabilities, DeviceBuffer, Element, EventOptions,
     FloatElement, Gemm, Graph, GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats,
     PoolId, PortableOp, PortableOps, Result, View,
-    backend_kit::new_graph,
+    backend_kit::{CollectiveBackend, new_graph},
     kernel::{Kernel, KernelArg, Param, check_arguments, check_grid},
 };
 
@@ -26,7 +26,7 @@ use crate::{
 /// [`backend_newtype!`](crate::backend_newtype); the driver's own extras are reached through
 /// [`DriverBackend::driver`].
 pub struct DriverBackend<D: Driver> {
-    shared: Arc<Shared<D>>,
+    pub(crate) shared: Arc<Shared<D>>,
 }
 
 impl<D: Driver> Clone for DriverBackend<D> {
@@ -724,6 +724,11 @@ impl<D: Driver> Backend for DriverBackend<D> {
                 CallSite::op("gemm"),
             )
         })
+    }
+
+    fn collectives(&self) -> Result<&dyn CollectiveBackend<BufferMemory<D>>> {
+        // Written once in `crate::collectives`, over the driver's `DriverCollectives`.
+        Ok(self)
     }
 
     fn graph(&self, options: GraphOptions) -> Result<Graph<DriverGraph<D>>> {

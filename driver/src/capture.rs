@@ -8,6 +8,7 @@
 //! the caller's responsibility (see the driver layer's crate documentation).
 
 use std::{
+    any::Any,
     collections::HashMap,
     ffi::c_void,
     sync::{
@@ -24,7 +25,10 @@ use accel_graph_api::{
     },
 };
 
-use crate::{Driver, allocator::DriverAllocator, host::HostCall, stream::StreamInner};
+use crate::{
+    Driver, allocator::DriverAllocator, collectives::CapturedCollectives, host::HostCall,
+    stream::StreamInner,
+};
 
 /// What a graph keeps alive for its captured work: a hold on every block an op touched (so
 /// dropping a buffer cannot free memory a replay still writes) and the host callbacks its host
@@ -34,6 +38,8 @@ pub(crate) struct KeepAlive<D: Driver> {
     /// Boxed: host nodes hold a thin pointer to each, which must not move.
     #[allow(clippy::vec_box)]
     pub(crate) callbacks: Vec<Box<HostCall>>,
+    /// Other objects captured work uses (the communicators of captured collectives).
+    objects: Vec<Arc<dyn Any + Send + Sync>>,
 }
 
 impl<D: Driver> Default for KeepAlive<D> {
@@ -41,6 +47,7 @@ impl<D: Driver> Default for KeepAlive<D> {
         KeepAlive {
             blocks: HashMap::new(),
             callbacks: Vec::new(),
+            objects: Vec::new(),
         }
     }
 }
@@ -68,6 +75,8 @@ pub(crate) struct CaptureEntry<D: Driver> {
     closed: AtomicBool,
     keep: Mutex<KeepAlive<D>>,
     host_nodes: AtomicUsize,
+    /// The collectives recorded, compared with the other ranks' before the capture ends.
+    pub(crate) collectives: CapturedCollectives<D>,
 }
 
 impl<D: Driver> CaptureEntry<D> {
@@ -81,6 +90,7 @@ impl<D: Driver> CaptureEntry<D> {
             closed: AtomicBool::new(false),
             keep: Mutex::new(KeepAlive::default()),
             host_nodes: AtomicUsize::new(0),
+            collectives: CapturedCollectives::default(),
         })
     }
 
@@ -106,6 +116,19 @@ impl<D: Driver> CaptureEntry<D> {
             .blocks
             .entry(id)
             .or_insert_with(|| memory.hold());
+    }
+
+    /// Keeps `object` alive for the graph (once per object).
+    pub(crate) fn keep_object(&self, object: Arc<dyn Any + Send + Sync>) {
+        let mut keep = self.keep();
+        let id = Arc::as_ptr(&object).cast::<()>();
+        if !keep
+            .objects
+            .iter()
+            .any(|o| Arc::as_ptr(o).cast::<()>() == id)
+        {
+            keep.objects.push(object);
+        }
     }
 
     /// Keeps a captured host callback alive for the graph; returns the pointer its host node

@@ -184,6 +184,8 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             return Err(GraphError::CaptureStreamMismatch);
         }
         capturing.entry.record.check_end()?;
+        // Compared with the other ranks before the capture ends; a mismatch discards it below.
+        let collectives = crate::collectives::at_capture_end(&capturing.entry);
         let Some(capturing) = self.capture.take() else {
             return Err(GraphError::NotCapturing);
         };
@@ -215,6 +217,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             (Err(e), None) => return Err(e),
             (Ok(graph), None) => graph,
         };
+        collectives?;
         let count = shared.check(
             shared.driver.node_count(&graph),
             CallSite::op("capture_end"),
@@ -286,6 +289,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
 
     fn reset(&mut self) {
         if let Some(capturing) = self.capture.take() {
+            crate::collectives::at_capture_discard(&capturing.entry);
             // Aborts the capture. Errors are ignored: the capture is discarded either way (the
             // driver ends it even when it answers "wrong thread" to a reset from elsewhere).
             let _ = self.shared.driver.bind();

@@ -43,6 +43,7 @@ pub mod api;
 mod backend;
 mod buffer;
 mod capture;
+mod collectives;
 mod domain;
 mod errors;
 mod event;

@@ -136,6 +136,7 @@ macro_rules! __forward_backend {
                 fn host_callback(&self, f: $crate::__api::HostCallback) -> $crate::__api::Result<()>;
                 fn graph(&self, options: $crate::__api::GraphOptions) -> $crate::__api::Result<Self::Graph>;
                 fn graph_pool_handle(&self) -> $crate::__api::PoolId;
+                fn collectives(&self) -> $crate::__api::Result<&dyn $crate::__api::backend_kit::CollectiveBackend<Self::Memory>>;
             );
 
             #[inline]

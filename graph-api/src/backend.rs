@@ -6,6 +6,7 @@ use std::{fmt, marker::PhantomData, ops::RangeBounds, sync::Arc};
 use crate::{
     AcceleratorGraph, BlockInfo, Capabilities, CaptureExt, Element, FloatElement, Gemm, GraphError,
     GraphOptions, InstanceCache, MemoryStats, PoolId, PortableOps, Result, View,
+    backend_kit::CollectiveBackend,
     kernel::{Kernel, KernelArg},
 };
 
@@ -338,6 +339,20 @@ pub trait Backend: PortableOps + Clone + Send + Sync + fmt::Debug + 'static {
         b: impl Into<View<'b, Self::Buffer<T>>>,
         c: impl Into<View<'c, Self::Buffer<T>>>,
     ) -> Result<()>;
+
+    // --- collectives ---
+    /// The backend's collectives, what [`Communicator`](crate::collective::Communicator) is
+    /// built on (users make a `Communicator` rather than call this). The default, for backends
+    /// without collectives, is [`GraphError::Unsupported`]; the driver-based backends answer
+    /// their driver's reason where they have none (wgpu, HIP).
+    fn collectives(&self) -> Result<&dyn CollectiveBackend<Self::Memory>> {
+        Err(GraphError::Unsupported {
+            what: format!(
+                "collectives: the {} backend has no communicator",
+                self.kind()
+            ),
+        })
+    }
 
     // --- graphs ---
     /// Creates a graph. A pool id that this instance did not issue (by

@@ -255,6 +255,70 @@ pub enum GraphError {
     /// An argument that does not match what a graphed callable or wrapper captured with.
     #[error("{0}")]
     ArgumentMismatch(String),
+    /// Ranks of a communicator did not come within its timeout (to a barrier, to the
+    /// communicator's creation, to the comparison of a capture, to a collective on the mock,
+    /// or the device's work of a collective did not finish in
+    /// [`Communicator::wait`](crate::collective::Communicator::wait)). The communicator is
+    /// unusable on this rank from then on.
+    #[error(
+        "communicator {communicator}: rank {rank} waited {waited_ms} ms in {operation} for {}, \
+         in vain (a rank that died, hangs, or issued a different sequence of collectives); the \
+         communicator is unusable on this rank from now on",
+        missing_ranks(missing)
+    )]
+    CommTimeout {
+        /// The communicator's name.
+        communicator: String,
+        /// The rank that waited.
+        rank: usize,
+        /// What it waited in (`"join #0"`, `"capture #2"`, `"all_reduce #7"`, `"wait"`).
+        operation: String,
+        /// The ranks that did not come (empty when the device's work did not finish).
+        missing: Vec<usize>,
+        /// How long it waited.
+        waited_ms: u64,
+    },
+    /// The ranks of a communicator issued, or captured, different collectives: a capture
+    /// whose sequence (count, kind, sizes, element types) differs from another rank's is
+    /// discarded (a replay would hang or corrupt memory); on the mock, an eager collective that
+    /// differs from another rank's fails too.
+    #[error("communicator {communicator}: rank {rank}: {message}")]
+    CollectiveMismatch {
+        /// The communicator's name.
+        communicator: String,
+        /// The rank reporting.
+        rank: usize,
+        /// What differed.
+        message: String,
+    },
+    /// A communicator that a timeout or an abort made unusable on this rank.
+    #[error(
+        "communicator {communicator} is unusable on rank {rank}: {reason}; make a new \
+         communicator (a new id) on every rank"
+    )]
+    CommUnusable {
+        /// The communicator's name.
+        communicator: String,
+        /// The rank.
+        rank: usize,
+        /// What made it unusable.
+        reason: String,
+    },
+    /// A collective issued into a capture in `global` mode while several ranks share this
+    /// process's capture domain (one thread per device): another rank's calls during the
+    /// capture would invalidate it.
+    #[error(
+        "communicator {communicator}: a collective captured in capture_error_mode \"global\" \
+         while {ranks} ranks of communicators share this process's capture domain: each rank's \
+         calls would invalidate the others' captures; capture with capture_error_mode \
+         \"thread_local\" (NCCL's rule for one thread per device)"
+    )]
+    CollectiveCaptureMode {
+        /// The communicator's name.
+        communicator: String,
+        /// Ranks of live communicators in the capture domain.
+        ranks: usize,
+    },
     /// A fault injected on purpose (mock backend's fault injection).
     #[error("injected fault: {operation} #{count} fails as configured")]
     InjectedFault {
@@ -319,6 +383,21 @@ pub enum GraphError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+/// The ranks of a [`GraphError::CommTimeout`], for its message.
+fn missing_ranks(missing: &[usize]) -> String {
+    match missing {
+        [] => "the device's work".to_owned(),
+        [one] => format!("rank {one}"),
+        many => format!(
+            "ranks {}",
+            many.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 impl GraphError {

@@ -28,6 +28,7 @@ mod backend;
 pub mod backend_kit;
 mod capabilities;
 mod capture_mode;
+pub mod collective;
 mod element;
 mod error;
 mod front;

@@ -135,6 +135,29 @@ pub(crate) fn accesses(command: &MockCommand) -> Accesses<'_> {
             ];
             return Accesses::Many(merged(list).into_iter());
         }
+        MockCommand::Collective(c) => {
+            let [send, recv] = c.ranges();
+            let (read, write) = (
+                BlockAccess::of_range(send, AccessKind::Read),
+                BlockAccess::of_range(recv, AccessKind::Write),
+            );
+            // In place (the same bytes, or one rank's part of the other buffer): one access
+            // over both, which reads and writes.
+            let list = if Arc::ptr_eq(read.block, write.block)
+                && read.bytes.start < write.bytes.end
+                && write.bytes.start < read.bytes.end
+            {
+                vec![BlockAccess {
+                    block: read.block,
+                    bytes: read.bytes.start.min(write.bytes.start)
+                        ..read.bytes.end.max(write.bytes.end),
+                    kind: AccessKind::ReadWrite,
+                }]
+            } else {
+                vec![read, write]
+            };
+            return Accesses::Many(list.into_iter());
+        }
         MockCommand::Host(_) | MockCommand::RecordEvent(_) | MockCommand::WaitEvent(_) => {
             (None, None)
         }
@@ -217,7 +240,7 @@ impl Work {
                 offset: c.offset,
                 len: c.len,
             }))),
-            MockCommand::Kernel(_) | MockCommand::Gemm(_) => {
+            MockCommand::Kernel(_) | MockCommand::Gemm(_) | MockCommand::Collective(_) => {
                 Some(Work::Labeled(Arc::from(command.label())))
             }
             _ => None,

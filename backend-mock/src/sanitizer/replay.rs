@@ -45,7 +45,8 @@ impl ReplayAccesses {
                 MockCommand::Op(_)
                 | MockCommand::Host(_)
                 | MockCommand::Kernel(_)
-                | MockCommand::Gemm(_) => {}
+                | MockCommand::Gemm(_)
+                | MockCommand::Collective(_) => {}
             }
             let Some(work) = Work::of(command) else {
                 continue;

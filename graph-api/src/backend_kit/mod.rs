@@ -10,14 +10,18 @@
 //! * [`CurrentStream`]: the per-thread current stream of a backend instance;
 //! * [`EmulatedCudaError`], [`ErrorClass`]: CUDA's error codes and names for software
 //!   backends, and the kinds of driver failure that get API variants of their own;
-//! * [`write_topology_dot`]: the default DOT dump.
+//! * [`write_topology_dot`]: the default DOT dump;
+//! * [`CollectiveBackend`], [`DeviceComm`]: a backend's collectives, what
+//!   [`Communicator`](crate::collective::Communicator) is built on.
 
 pub mod capture_rules;
+mod collectives;
 mod current_stream;
 mod emulated_cuda_error;
 mod graph_impl;
 pub mod pools;
 
+pub use collectives::{CollectiveBackend, CollectiveCall, CommView, DeviceComm};
 pub use current_stream::CurrentStream;
 pub use emulated_cuda_error::{EmulatedCudaError, ErrorClass};
 pub use graph_impl::{GraphImpl, new_graph, write_topology_dot};
