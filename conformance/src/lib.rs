@@ -56,11 +56,19 @@
 //! let report = accel_graph_conformance::run_report(&accel_graph_mock::MockBackend::new());
 //! assert_eq!(report.failed, 0);
 //! ```
+//!
+//! ## Collectives (§16)
+//!
+//! The collective cases run with several ranks at once, one backend instance per rank, so they
+//! have a harness of their own: [`collectives_main!`] runs them for a list of world sizes
+//! (ranks as threads, rank `r` on the instance a factory opens for `r`), and [`run_as_rank`]
+//! runs a case as one process's rank when ranks are processes.
 #![deny(missing_docs)]
 
 mod case;
 mod cases;
 mod check;
+mod collectives;
 mod config;
 mod harness;
 pub mod lifetimes;
@@ -71,6 +79,10 @@ mod warnings;
 
 pub use accel_graph_api;
 pub use case::{Case, CaseResult, Requirement, requirements};
+pub use collectives::{
+    CollectiveCase, RankCtx, RankFactory, collective_cases, collective_trials, run_as_rank,
+    run_collective_case, run_collective_trials,
+};
 pub use config::{
     LIFETIMES_ENV, PROGRAMS_ENV, REPETITIONS_ENV, SEQUENCES_ENV, STRESS_CYCLES_ENV, SuiteConfig,
     TORCH_REPLAYS_ENV,

@@ -164,7 +164,7 @@ pub fn run_case<B: Backend>(target: &Target<B>, case: &Case<B>) -> CaseOutcome {
 
 /// What a passed case left behind, if anything: memory still held, or the current stream not
 /// restored.
-fn left_behind<B: Backend>(
+pub(crate) fn left_behind<B: Backend>(
     backend: &B,
     memory_before: &MemoryStats,
     stream_before: &B::Stream,

@@ -14,6 +14,7 @@ use accel_graph_api::{
 };
 
 use crate::{
+    capture_barrier::CaptureBarrier,
     shared_resources::{graph_pool, shared_capture_stream},
     signature::{SignaturePolicy, StepSignature},
     stage::Stage,
@@ -94,6 +95,7 @@ pub struct FullGraphWrapper<B: Backend, F> {
     use_single_mempool: bool,
     policy: SignaturePolicy,
     capture_error_mode: CaptureErrorMode,
+    barrier: Option<CaptureBarrier>,
     loader: StaticBufferLoader<B>,
     stages: [StageState<B>; 2],
 }
@@ -106,6 +108,7 @@ impl<B: Backend, F> std::fmt::Debug for FullGraphWrapper<B, F> {
             .field("use_single_mempool", &self.use_single_mempool)
             .field("policy", &self.policy)
             .field("capture_error_mode", &self.capture_error_mode)
+            .field("barrier", &self.barrier)
             .field("loader", &self.loader)
             .field("stages", &self.stages)
             .finish_non_exhaustive()
@@ -127,6 +130,7 @@ where
             use_single_mempool: false,
             policy: SignaturePolicy::default(),
             capture_error_mode: CaptureErrorMode::ThreadLocal,
+            barrier: None,
             loader: StaticBufferLoader::new(backend)?,
             stages: [StageState::new(), StageState::new()],
         })
@@ -154,6 +158,55 @@ where
     /// Capture error mode of the captures.
     pub fn capture_error_mode(mut self, mode: CaptureErrorMode) -> Self {
         self.capture_error_mode = mode;
+        self
+    }
+
+    /// Meets every rank at `barrier` around each capture (Megatron's
+    /// `torch.distributed.barrier()`): after the synchronize before the capture, and before
+    /// the synchronize after it — so no rank synchronizes the device while another captures,
+    /// and every rank's warm-up is over before any captures. Use it when the step holds
+    /// collectives ([`CaptureBarrier::of`] a communicator); each rank's wrapper captures on
+    /// its own instance's capture stream.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use accel_graph_api::{Backend, collective::{Communicator, MemoryStore, ReduceOp}};
+    /// use accel_graph_mock::MockBackend;
+    /// use accel_graph_utils::{CaptureBarrier, FullGraphWrapper, Stage};
+    ///
+    /// type Buf = accel_graph_mock::MockBuffer;
+    /// let store = MemoryStore::new();
+    /// let sums = std::thread::scope(|s| {
+    ///     let ranks: Vec<_> = (0..2).map(|rank| {
+    ///         let store = store.clone();
+    ///         s.spawn(move || -> accel_graph_api::Result<Vec<f32>> {
+    ///             let b = MockBackend::new();
+    ///             let comm = Arc::new(Communicator::new(&b, store, rank, 2)?);
+    ///             let total = b.alloc_from(&[0.0; 2])?;
+    ///             // Data-parallel step: every rank adds the sum of all ranks' inputs.
+    ///             let step = |b: &MockBackend, _: Stage, batches: &[&[&Buf]]| {
+    ///                 let x = b.alloc(2)?;
+    ///                 b.copy(&x, batches[0][0])?;
+    ///                 comm.all_reduce(&x, ReduceOp::Sum)?;
+    ///                 b.axpy(&total, 1.0, &x)?;
+    ///                 Ok(Vec::new())
+    ///             };
+    ///             let mut wrapper = FullGraphWrapper::new(&b, step)?.capture_barrier(CaptureBarrier::of(&comm));
+    ///             let x = b.alloc_from(&[rank as f32 + 1.0; 2])?;
+    ///             for _ in 0..3 {
+    ///                 wrapper.run(Stage::Training, &[&[&x]])?; // eager, capture + replay, replay
+    ///             }
+    ///             drop(wrapper);
+    ///             b.download(&total)
+    ///         })
+    ///     }).collect();
+    ///     ranks.into_iter().map(|r| r.join().unwrap()).collect::<accel_graph_api::Result<Vec<_>>>()
+    /// })?;
+    /// assert_eq!(sums, vec![vec![9.0; 2]; 2]); // 3 steps x (1 + 2)
+    /// # Ok::<(), accel_graph_api::GraphError>(())
+    /// ```
+    pub fn capture_barrier(mut self, barrier: CaptureBarrier) -> Self {
+        self.barrier = Some(barrier);
         self
     }
 
@@ -220,6 +273,9 @@ where
         let backend = &self.backend;
         let step = &mut self.step;
         backend.synchronize()?;
+        if let Some(barrier) = &self.barrier {
+            barrier.wait()?;
+        }
         let options = GraphOptions::new()
             .pool(graph_pool(backend, self.use_single_mempool))
             .capture_error_mode(self.capture_error_mode);
@@ -229,6 +285,9 @@ where
             let _current = backend.use_stream(&stream)?;
             graph.capture(|| step(backend, stage, &static_microbatches))?
         };
+        if let Some(barrier) = &self.barrier {
+            barrier.wait()?;
+        }
         backend.synchronize()?;
 
         let state = &mut self.stages[stage.index()];

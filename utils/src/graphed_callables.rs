@@ -21,6 +21,7 @@ use accel_graph_api::{
 use crate::{
     arguments::check_inputs,
     callable::{Callable, ModuleMode},
+    capture_barrier::CaptureBarrier,
     outputs::Outputs,
     shared_resources::shared_capture_stream,
 };
@@ -312,6 +313,72 @@ pub fn make_graphed_callables<B: Backend, C: Callable<B>>(
     sample_args: Vec<Vec<B::Buffer<f32>>>,
     options: GraphedCallableOptions,
 ) -> Result<Vec<GraphedCallable<B, C>>> {
+    graph_callables(backend, callables, sample_args, options, None)
+}
+
+/// [`make_graphed_callables`] on one rank of several, for callables that issue collectives:
+/// every rank calls it with the same callables, and meets the others at `barrier` after its
+/// warm-up (so every rank's eager collectives are over before any rank captures) and after
+/// its captures (so no rank's later device-wide synchronize meets another's capture). Each
+/// rank captures on its own instance's capture stream; capture in `thread_local` mode
+/// (`options.capture_error_mode`) when ranks are threads of one process.
+///
+/// ```
+/// use std::sync::Arc;
+/// use accel_graph_api::{Backend, CaptureErrorMode, DeviceBuffer, PortableOps};
+/// use accel_graph_api::collective::{Communicator, MemoryStore, ReduceOp};
+/// use accel_graph_mock::MockBackend;
+/// use accel_graph_utils::{CaptureBarrier, GraphedCallableOptions, make_graphed_callables_across_ranks};
+///
+/// type Buf = accel_graph_mock::MockBuffer;
+/// let store = MemoryStore::new();
+/// let outs = std::thread::scope(|s| {
+///     let ranks: Vec<_> = (0..2).map(|rank| {
+///         let store = store.clone();
+///         s.spawn(move || -> accel_graph_api::Result<Vec<f32>> {
+///             let b = MockBackend::new();
+///             let comm = Arc::new(Communicator::new(&b, store, rank, 2)?);
+///             // A tensor-parallel layer's tail: sum the ranks' partial outputs.
+///             let reduce = |b: &MockBackend, x: &[&Buf]| {
+///                 let y = b.alloc(x[0].len())?;
+///                 b.copy(&y, x[0])?;
+///                 comm.all_reduce(&y, ReduceOp::Sum)?;
+///                 Ok(vec![y])
+///             };
+///             let options = GraphedCallableOptions::new()
+///                 .warmup_iters(1)
+///                 .capture_error_mode(CaptureErrorMode::ThreadLocal);
+///             let mut g = make_graphed_callables_across_ranks(
+///                 &b, vec![reduce], vec![vec![b.alloc(3)?]], options, &CaptureBarrier::of(&comm),
+///             )?;
+///             let x = b.alloc_from(&[rank as f32 + 1.0; 3])?;
+///             let y = g[0].call(&[&x])?;
+///             b.download(&y[0])
+///         })
+///     }).collect();
+///     ranks.into_iter().map(|r| r.join().unwrap()).collect::<accel_graph_api::Result<Vec<_>>>()
+/// })?;
+/// assert_eq!(outs, vec![vec![3.0; 3]; 2]);
+/// # Ok::<(), accel_graph_api::GraphError>(())
+/// ```
+pub fn make_graphed_callables_across_ranks<B: Backend, C: Callable<B>>(
+    backend: &B,
+    callables: Vec<C>,
+    sample_args: Vec<Vec<B::Buffer<f32>>>,
+    options: GraphedCallableOptions,
+    barrier: &CaptureBarrier,
+) -> Result<Vec<GraphedCallable<B, C>>> {
+    graph_callables(backend, callables, sample_args, options, Some(barrier))
+}
+
+/// [`make_graphed_callables`], meeting the other ranks at `barrier` if there is one.
+fn graph_callables<B: Backend, C: Callable<B>>(
+    backend: &B,
+    callables: Vec<C>,
+    sample_args: Vec<Vec<B::Buffer<f32>>>,
+    options: GraphedCallableOptions,
+    barrier: Option<&CaptureBarrier>,
+) -> Result<Vec<GraphedCallable<B, C>>> {
     if callables.is_empty() {
         return Err(GraphError::ArgumentMismatch(
             "make_graphed_callables needs at least one callable".into(),
@@ -345,6 +412,9 @@ pub fn make_graphed_callables<B: Backend, C: Callable<B>>(
         }
     }
     backend.synchronize()?;
+    if let Some(barrier) = barrier {
+        barrier.wait()?;
+    }
 
     // Capture in order, all into one pool.
     let stream = shared_capture_stream(backend)?;
@@ -360,6 +430,9 @@ pub fn make_graphed_callables<B: Backend, C: Callable<B>>(
             graph.capture(|| callable.call(backend, &inputs))?
         };
         captured.push((graph, outputs, callable.mode()));
+    }
+    if let Some(barrier) = barrier {
+        barrier.wait()?;
     }
 
     Ok(callables

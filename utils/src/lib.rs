@@ -9,6 +9,7 @@
 //! | [`make_graphed_callables`], [`GraphedCallable`] | PyTorch `torch.cuda.make_graphed_callables`: warm up, capture callables in order on one pool, static inputs/outputs, eager fallback in the other train/eval mode |
 //! | [`FullGraphWrapper`], [`StaticBufferLoader`] | Megatron-Core `FullCudaGraphWrapper` / `StaticBufferLoader`: eager warmup steps, then the whole training or validation step captured per stage and replayed |
 //! | [`shared_capture_stream`], [`shared_graph_pool`], [`graph_pool`] | Megatron-Core `get_shared_capture_stream`, `get_shared_graph_pool`, `get_graph_pool(use_single_mempool)` |
+//! | [`CaptureBarrier`], [`FullGraphWrapper::capture_barrier`], [`make_graphed_callables_across_ranks`] | Megatron's `torch.distributed.barrier()` around its captures, one capture stream per rank: data-parallel and tensor-parallel steps with collectives in the graph |
 //! | [`BucketedGraphCache`], [`CaptureSizes`] | vLLM's capture sizes: one graph per batch-size bucket, inputs padded up to the nearest captured size, eager beyond the largest |
 //!
 //! Everything goes through the [`Backend`](accel_graph_api::Backend) and
@@ -42,6 +43,7 @@
 mod arguments;
 mod bucketed;
 mod callable;
+mod capture_barrier;
 mod capture_sizes;
 mod full_graph;
 mod graphed_callables;
@@ -53,11 +55,12 @@ mod static_buffer_loader;
 
 pub use bucketed::{BucketRun, BucketedCacheOptions, BucketedCacheStats, BucketedGraphCache};
 pub use callable::{Callable, Modal, ModuleMode};
+pub use capture_barrier::CaptureBarrier;
 pub use capture_sizes::CaptureSizes;
 pub use full_graph::FullGraphWrapper;
 pub use graphed_callables::{
     DEFAULT_WARMUP_ITERS, GraphedCallStats, GraphedCallable, GraphedCallableOptions,
-    make_graphed_callable, make_graphed_callables,
+    make_graphed_callable, make_graphed_callables, make_graphed_callables_across_ranks,
 };
 pub use outputs::Outputs;
 pub use shared_resources::{
