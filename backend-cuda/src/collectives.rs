@@ -45,6 +45,10 @@ mod without {
         /// No communicator can be made in this build.
         type Comm = Infallible;
 
+        fn comm_support(&self) -> DriverResult<()> {
+            Err(unsupported())
+        }
+
         fn comm_unique_id(&self) -> DriverResult<CommId> {
             Err(unsupported())
         }
@@ -280,6 +284,10 @@ mod with {
 
     impl DriverCollectives for CudaDevice {
         type Comm = NcclComm;
+
+        fn comm_support(&self) -> DriverResult<()> {
+            Ok(nccl_available()?)
+        }
 
         fn comm_unique_id(&self) -> DriverResult<CommId> {
             nccl_available()?;

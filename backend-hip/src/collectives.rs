@@ -24,6 +24,10 @@ impl DriverCollectives for HipDevice {
     /// No communicator can be made.
     type Comm = Infallible;
 
+    fn comm_support(&self) -> DriverResult<()> {
+        Err(unsupported())
+    }
+
     fn comm_unique_id(&self) -> DriverResult<CommId> {
         Err(unsupported())
     }

@@ -251,6 +251,10 @@ impl CollectiveLaunch {
 impl DriverCollectives for MockDevice {
     type Comm = MockComm;
 
+    fn comm_support(&self) -> DriverResult<()> {
+        self.alive()
+    }
+
     fn comm_unique_id(&self) -> DriverResult<CommId> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         self.alive()?;

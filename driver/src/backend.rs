@@ -728,6 +728,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
 
     fn collectives(&self) -> Result<&dyn CollectiveBackend<BufferMemory<D>>> {
         // Written once in `crate::collectives`, over the driver's `DriverCollectives`.
+        self.shared.check(
+            self.shared.driver.comm_support(),
+            CallSite::op("collectives"),
+        )?;
         Ok(self)
     }
 

@@ -231,6 +231,7 @@ pub fn run_collective_case<B: Backend>(
             case.name,
         ) {
             Ok(ctx) => contexts.push(ctx),
+            Err(e) if rank == 0 => return Outcome::Skipped(format!("{e}")),
             Err(e) => {
                 return Outcome::Skipped(format!(
                     "a world of {world_size} ranks needs {world_size} devices: opening rank \

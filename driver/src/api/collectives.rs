@@ -44,6 +44,11 @@ pub trait DriverCollectives: DriverOps {
     /// One rank's communicator (dropping it releases it).
     type Comm: Send + Sync + 'static;
 
+    /// `Ok` when the driver can make communicators here; the reason otherwise (no
+    /// collectives on this device kind, a library missing at run time). Cheap: it is the
+    /// answer of [`Backend::collectives`](accel_graph_api::Backend::collectives).
+    fn comm_support(&self) -> DriverResult<()>;
+
     /// A new, unique communicator id.
     fn comm_unique_id(&self) -> DriverResult<CommId>;
 

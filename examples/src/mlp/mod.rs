@@ -35,6 +35,7 @@
 //! # Ok::<(), GraphError>(())
 //! ```
 
+pub mod data_parallel;
 mod kernels;
 pub mod reference;
 
@@ -173,6 +174,19 @@ impl<B: Backend> Mlp<B> {
     /// issued on the current stream: updates the parameters in place and returns the loss (one
     /// element, computed before the update).
     pub fn step(&self, x: &B::Buffer<f32>, t: &B::Buffer<f32>) -> Result<B::Buffer<f32>> {
+        self.step_with(x, t, |_| Ok(()))
+    }
+
+    /// [`Mlp::step`] with a hook on the gradients: `reduce` gets the flat gradient buffer
+    /// (laid out as the parameters) after the backward pass and before the SGD update, on the
+    /// current stream. A data-parallel step all-reduces it there
+    /// ([`DataParallelMlp`](data_parallel::DataParallelMlp)).
+    pub fn step_with(
+        &self,
+        x: &B::Buffer<f32>,
+        t: &B::Buffer<f32>,
+        reduce: impl FnOnce(&B::Buffer<f32>) -> Result<()>,
+    ) -> Result<B::Buffer<f32>> {
         let (b, s, l) = (&self.backend, self.shape, &self.layout);
         let (p, g) = (&self.params, &self.grads);
         let (n_hidden, n_out) = (s.batch * s.hidden, s.outputs());
@@ -286,6 +300,7 @@ impl<B: Backend> Mlp<B> {
                 scalar(s.hidden),
             ],
         )?;
+        reduce(g)?;
         // SGD on every parameter at once: θ += (-lr) · ∇θ.
         b.axpy(p, -self.lr, g)?;
         Ok(loss)

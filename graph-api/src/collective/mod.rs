@@ -28,6 +28,7 @@
 mod communicator;
 mod control;
 mod id;
+mod launch;
 mod reference;
 mod store;
 mod types;
@@ -35,6 +36,7 @@ mod types;
 pub use communicator::{CommOptions, Communicator, DEFAULT_TIMEOUT};
 pub use control::ControlPlane;
 pub use id::{COMM_ID_BYTES, CommId};
+pub use launch::LaunchEnv;
 pub use reference::collective_reference;
 pub use store::{FileStore, MemoryStore, Store};
 pub use types::{Collective, CollectiveSignature, CommDType, CommElement, ReduceOp};
