@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Runs the multi-rank binaries staged by scripts/device/bundle-multi.sh on a machine with N
+# GPUs (N from nvidia-smi, or GPUS=N): the collective cases (conformance §16) with ranks as
+# threads (worlds of 1, 2, 4, 8; those larger than N are skipped with the reason) and with
+# ranks as processes (N processes, one per GPU, meeting in a fresh directory as torchrun's
+# environment describes them), then the 64-all-reduce benchmark launched three ways — threads,
+# processes sharing the id through the store, processes given the id in the environment by a
+# launcher — and PyTorch's version of it. With N = 1 every launch path runs with one rank.
+# Logs go to $OUT (default ./device-logs); the exit status is non-zero if any step failed.
+#
+#   bash scripts/device/run-multi.sh [replays]
+#
+# STEPS="cases processes" runs only the named steps (cases processes bench_threads
+# bench_processes bench_spawn torch).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=.device-bundle/multi
+OUT="${OUT:-device-logs}"
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+REPLAYS="${1:-10000}"
+N="${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}"
+[[ "$N" -ge 1 ]] || N=1
+
+# NCCL: the system's (libnccl2) or PyTorch's wheel (nvidia/nccl/lib). cudarc loads it as
+# `libnccl.so`, which only NCCL's development package installs: link the library under that
+# name in a folder of our own, first on the loader path.
+NCCL_SO=$( {
+  ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF}'
+  find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu \
+    $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
+    -name 'libnccl.so.2' 2>/dev/null
+} | head -1)
+if [[ -n "$NCCL_SO" ]]; then
+  mkdir -p "$OUT/nccl-lib"
+  ln -sf "$NCCL_SO" "$OUT/nccl-lib/libnccl.so"
+  export LD_LIBRARY_PATH="$OUT/nccl-lib:$(dirname "$NCCL_SO"):${LD_LIBRARY_PATH:-}"
+fi
+echo "GPUs: $N; NCCL: ${NCCL_SO:-not found}" | tee "$OUT/multi-summary.txt"
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader \
+  | tee -a "$OUT/multi-summary.txt"
+
+FAILED=()
+step() { # step NAME LOGFILE COMMAND...
+  local name=$1 log=$2
+  shift 2
+  if [[ -n "${STEPS:-}" && " $STEPS " != *" $name "* ]]; then return; fi
+  echo "=== $name: $*" | tee -a "$OUT/$log"
+  local t0=$SECONDS
+  timeout 540 "$@" >>"$OUT/$log" 2>&1
+  local rc=$?
+  echo "=== $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$OUT/$log"
+  [[ $rc -eq 0 ]] || FAILED+=("$name")
+}
+
+# N processes, rank r on GPU r, meeting in a fresh directory; fails if any rank fails.
+ranks() { # ranks COMMAND...
+  local dir pids=() rc=0
+  dir=$(mktemp -d)
+  for ((r = 0; r < N; r++)); do
+    RANK=$r WORLD_SIZE=$N LOCAL_RANK=$r ACCEL_GRAPH_STORE="$dir" "$@" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  rm -rf "$dir"
+  return $rc
+}
+export -f ranks
+export N
+
+step cases multi.log "$B/test-collectives"
+step processes multi.log bash -c "ranks $B/collective_ranks"
+step bench_threads bench-multi.log "$B/allreduce_graph" --launch threads --ranks "$N" --replays "$REPLAYS"
+step bench_processes bench-multi.log bash -c "ranks $B/allreduce_graph --launch env --replays $REPLAYS"
+step bench_spawn bench-multi.log "$B/allreduce_graph" --launch spawn --ranks "$N" --replays "$REPLAYS"
+step torch bench-multi.log env PYTHONUNBUFFERED=1 python3 "$B/torch_allreduce_graph.py" \
+  --world "$N" --replays "$REPLAYS"
+
+{
+  grep -hs "^test result\|\.\.\. FAILED" "$OUT/multi.log"
+  grep -hsc "collective_ranks: .*: passed" "$OUT/multi.log" | sed 's/^/process-rank cases passed: /'
+  grep -hs "collective_ranks: .*FAILED" "$OUT/multi.log"
+  grep -hs "^allreduce_graph:" "$OUT/bench-multi.log"
+  echo "failed steps: ${FAILED[*]:-none}"
+} | tee -a "$OUT/multi-summary.txt"
+[[ ${#FAILED[@]} -eq 0 ]]
