@@ -181,6 +181,9 @@ fn several_rows_per_rank_agree_with_one_rank_within_rounding() {
             gap < 1e-5,
             "{world} ranks: parameters differ by {gap} (relative)"
         );
+        // The sums are associated differently, so bit equality is not promised; with these
+        // data it does not happen either (the claim above is the tight one).
+        assert!(gap > 0.0, "{world} ranks: unexpectedly equal bit for bit");
         assert!(relative_gap(&runs[0].eager_losses, &losses) < 1e-5);
     }
 }
