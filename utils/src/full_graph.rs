@@ -170,7 +170,7 @@ where
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use accel_graph_api::{Backend, collective::{Communicator, MemoryStore, ReduceOp}};
+    /// use accel_graph_api::{Backend, PortableOps, collective::{Communicator, MemoryStore, ReduceOp}};
     /// use accel_graph_mock::MockBackend;
     /// use accel_graph_utils::{CaptureBarrier, FullGraphWrapper, Stage};
     ///
