@@ -157,15 +157,16 @@ mod with {
     /// The error of a failed NCCL `call` on `comm` (its last error text, where NCCL has one).
     fn nccl_error(error: NcclError, call: &str, comm: Option<sys::ncclComm_t>) -> DriverError {
         let code = error.0;
-        // SAFETY: NCCL returns pointers to static (or per-communicator) NUL-terminated text.
         let text = |ptr: *const c_char| {
-            (!ptr.is_null())
-                .then(|| {
-                    unsafe { CStr::from_ptr(ptr) }
-                        .to_string_lossy()
-                        .into_owned()
-                })
-                .unwrap_or_default()
+            if ptr.is_null() {
+                String::new()
+            } else {
+                // SAFETY: NCCL returns pointers to static (or per-communicator) NUL-terminated
+                // text, non-null here.
+                unsafe { CStr::from_ptr(ptr) }
+                    .to_string_lossy()
+                    .into_owned()
+            }
         };
         // SAFETY: `ncclGetErrorString` takes any result code.
         let description = text(unsafe { sys::ncclGetErrorString(code) });

@@ -52,7 +52,7 @@
 use std::sync::Arc;
 
 use accel_graph::{
-    Backend, PortableOps, Result,
+    Backend, Result,
     collective::{Communicator, ReduceOp},
 };
 

@@ -82,10 +82,17 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
 }
 
+/// The values of a [`MemoryStore`], and the condition variable its waiters sleep on.
+#[derive(Default)]
+struct Shared {
+    values: Mutex<HashMap<String, Vec<u8>>>,
+    changed: Condvar,
+}
+
 /// A store in memory, for ranks that are threads of one process: clones share it.
 #[derive(Clone, Default)]
 pub struct MemoryStore {
-    inner: Arc<(Mutex<HashMap<String, Vec<u8>>>, Condvar)>,
+    inner: Arc<Shared>,
 }
 
 impl MemoryStore {
@@ -96,7 +103,7 @@ impl MemoryStore {
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<u8>>> {
         // Values are replaced whole: a panic elsewhere cannot leave one torn.
-        self.inner.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.values.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Keys currently set (how many values ranks left behind).
@@ -121,7 +128,7 @@ impl fmt::Debug for MemoryStore {
 impl Store for MemoryStore {
     fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         self.map().insert(key.to_owned(), value.to_vec());
-        self.inner.1.notify_all();
+        self.inner.changed.notify_all();
         Ok(())
     }
 
@@ -147,7 +154,7 @@ impl Store for MemoryStore {
             }
             map = self
                 .inner
-                .1
+                .changed
                 .wait_timeout(map, deadline - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
