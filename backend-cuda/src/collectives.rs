@@ -423,6 +423,41 @@ mod with {
         }
     }
 
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn nccl_loads_or_its_absence_is_typed() {
+            match nccl_available() {
+                Ok(()) => {}
+                Err(GraphError::LibraryUnavailable { library, reason }) => {
+                    assert_eq!(library, "libnccl");
+                    assert!(reason.contains("libnccl.so.2"), "{reason}");
+                }
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+
+        #[test]
+        fn a_panic_of_the_loader_becomes_library_unavailable() {
+            let out = guarded("ncclAllReduce", || -> u32 {
+                panic!("Missing symbol ncclAllReduce: undefined symbol")
+            });
+            match out {
+                Err(DriverError::Api(GraphError::LibraryUnavailable { library, reason })) => {
+                    assert_eq!(library, "libnccl");
+                    assert!(
+                        reason.starts_with("ncclAllReduce: Missing symbol"),
+                        "{reason}"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(guarded("ncclGetVersion", || 7).ok(), Some(7));
+        }
+    }
+
     impl CudaBackend {
         /// The version of the NCCL library loaded (`"2.28.3"`), for logs;
         /// [`GraphError::LibraryUnavailable`] without one.

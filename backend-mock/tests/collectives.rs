@@ -259,3 +259,44 @@ fn ranks_meet_through_a_directory_as_processes_do() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_capture_invalidated_on_one_rank_is_discarded_on_every_rank() {
+    let store = MemoryStore::new();
+    let results = ranks(
+        2,
+        |_| MockBackend::new(),
+        |rank, b| -> Result<GraphError> {
+            let comm = comm(&b, store.clone(), rank, 2, Duration::from_secs(30))?;
+            let x = b.alloc_from(&[1.0f32; 2])?;
+            let stream = b.new_stream()?;
+            let mut graph =
+                b.graph(GraphOptions::new().capture_error_mode(CaptureErrorMode::ThreadLocal))?;
+            let started = Instant::now();
+            let err = b
+                .capture_on(&stream, &mut graph, || {
+                    comm.all_reduce(&x, ReduceOp::Sum)?;
+                    if rank == 1 {
+                        // Refused, and the refusal invalidates rank 1's capture; the body
+                        // goes on, so its capture fails only at its end.
+                        assert!(b.synchronize().is_err());
+                    }
+                    Ok(())
+                })
+                .unwrap_err();
+            assert!(started.elapsed() < Duration::from_secs(5), "{err}");
+            assert!(graph.state() == accel_graph_api::GraphState::Empty);
+            Ok(err)
+        },
+    );
+    assert!(
+        matches!(&results[0], Ok(GraphError::CollectiveMismatch { message, .. }) if message.contains("discarded")),
+        "{:?}",
+        results[0]
+    );
+    assert!(
+        matches!(results[1], Ok(GraphError::CaptureInvalidated { .. })),
+        "{:?}",
+        results[1]
+    );
+}

@@ -8,11 +8,13 @@
 //! A graph holding collectives is itself collective: every rank must replay a graph with the
 //! same collectives in the same order, or the replays hang (NCCL waits forever for a peer's
 //! matching operation) or corrupt memory (a size mismatch). So each capture that recorded
-//! collectives of a communicator reports its sequence of signatures to the other ranks before
-//! it ends ([`at_capture_end`], through the communicator's store, bounded by its timeout), and
-//! a capture whose sequence differs from any rank's is discarded with
-//! `CollectiveMismatch`. A capture discarded by its body's error or panic tells the others at
-//! once ([`at_capture_discard`]), so they fail fast instead of timing out.
+//! collectives of a communicator reports its sequence of signatures to the other ranks as it
+//! ends, before `capture_end` returns ([`at_capture_end`], through the communicator's store,
+//! bounded by its timeout), and a capture whose sequence differs from any rank's is discarded
+//! with `CollectiveMismatch`. A capture that failed on one rank — its body's error or panic,
+//! an invalidation, a driver error at its end — tells the others at once
+//! ([`at_capture_discard`]), so they discard theirs too, fast, instead of keeping a graph
+//! whose peers have none (its replay would hang).
 
 use std::{
     collections::HashMap,
@@ -308,11 +310,17 @@ impl<D: Driver> CapturedCollectives<D> {
     }
 }
 
-/// Before a capture ends: compares, for each communicator it recorded collectives of, this
-/// rank's sequence with every other rank's. Every communicator is compared (so that every
-/// peer gets its answer); the first error is returned, and the caller discards the capture.
-/// A timeout makes that communicator unusable on this rank.
-pub(crate) fn at_capture_end<D: Driver>(entry: &CaptureEntry<D>) -> Result<()> {
+/// As a capture ends (`ended`: whether it ended well here): compares, for each communicator
+/// it recorded collectives of, this rank's sequence with every other rank's — or, when it
+/// failed here, tells the others without waiting. Every communicator is compared (so that
+/// every peer gets its answer); the first error is returned, and the caller discards the
+/// capture. A timeout makes that communicator unusable on this rank.
+pub(crate) fn at_capture_end<D: Driver>(entry: &CaptureEntry<D>, ended: bool) -> Result<()> {
+    if !ended {
+        // The caller returns this rank's own error; the others must not keep their graphs.
+        at_capture_discard(entry);
+        return Ok(());
+    }
     let mut first_error = None;
     for (comm, sequence) in entry.collectives.take() {
         let checked = match comm.check_usable() {

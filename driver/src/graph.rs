@@ -184,8 +184,6 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             return Err(GraphError::CaptureStreamMismatch);
         }
         capturing.entry.record.check_end()?;
-        // Compared with the other ranks before the capture ends; a mismatch discards it below.
-        let collectives = crate::collectives::at_capture_end(&capturing.entry);
         let Some(capturing) = self.capture.take() else {
             return Err(GraphError::NotCapturing);
         };
@@ -201,6 +199,13 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             )
         });
         let invalidated = self.finish_capture(&capturing);
+        // The collectives it recorded are compared with the other ranks', with whether it
+        // ended well, before `capture_end` returns: either every rank keeps its graph or none
+        // does (a mismatch discards it below).
+        let collectives = crate::collectives::at_capture_end(
+            &capturing.entry,
+            ended.is_ok() && invalidated.is_none(),
+        );
         let graph = match (ended, invalidated) {
             (_, Some(reason)) => return Err(GraphError::CaptureInvalidated { reason }),
             (Err(GraphError::WrongThread), None) => {

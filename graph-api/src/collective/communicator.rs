@@ -194,8 +194,9 @@ impl<B: Backend> Communicator<B> {
         backend.collectives()?.new_comm_id()
     }
 
-    /// One of each collective, eagerly on a side stream, waited for: the device sets up what
-    /// they need now, not inside a capture.
+    /// One of each collective, eagerly on a side stream, waited for (bounded: a rank that
+    /// died after joining is a timeout here, not a hang): the device sets up what they need
+    /// now, not inside a capture.
     fn warm_up(&self) -> Result<()> {
         let b = &self.backend;
         let stream = b.new_stream()?;
@@ -208,7 +209,7 @@ impl<B: Backend> Communicator<B> {
         self.broadcast(&one, 0)?;
         self.all_gather(&one, &all)?;
         self.reduce_scatter(&all, &one, ReduceOp::Sum)?;
-        b.stream_synchronize(&stream)
+        self.wait(self.control.timeout())
     }
 
     /// This rank.
