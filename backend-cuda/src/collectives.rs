@@ -423,6 +423,33 @@ mod with {
         }
     }
 
+    impl CudaBackend {
+        /// The version of the NCCL library loaded (`"2.28.3"`), for logs;
+        /// [`GraphError::LibraryUnavailable`] without one.
+        pub fn nccl_version(&self) -> Result<String> {
+            nccl_available()?;
+            let code = guarded("ncclGetVersion", result::get_nccl_version)
+                .map_err(|e| match e {
+                    DriverError::Api(e) => e,
+                    other => GraphError::LibraryUnavailable {
+                        library: LIBRARY,
+                        reason: other.to_string(),
+                    },
+                })?
+                .map_err(|e| GraphError::LibraryUnavailable {
+                    library: LIBRARY,
+                    reason: format!("ncclGetVersion failed: {:?}", e.0),
+                })?;
+            // NCCL 2.9 and later encode major·10000 + minor·100 + patch.
+            Ok(format!(
+                "{}.{}.{}",
+                code / 10000,
+                code / 100 % 100,
+                code % 100
+            ))
+        }
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -455,33 +482,6 @@ mod with {
                 other => panic!("{other:?}"),
             }
             assert_eq!(guarded("ncclGetVersion", || 7).ok(), Some(7));
-        }
-    }
-
-    impl CudaBackend {
-        /// The version of the NCCL library loaded (`"2.28.3"`), for logs;
-        /// [`GraphError::LibraryUnavailable`] without one.
-        pub fn nccl_version(&self) -> Result<String> {
-            nccl_available()?;
-            let code = guarded("ncclGetVersion", result::get_nccl_version)
-                .map_err(|e| match e {
-                    DriverError::Api(e) => e,
-                    other => GraphError::LibraryUnavailable {
-                        library: LIBRARY,
-                        reason: other.to_string(),
-                    },
-                })?
-                .map_err(|e| GraphError::LibraryUnavailable {
-                    library: LIBRARY,
-                    reason: format!("ncclGetVersion failed: {:?}", e.0),
-                })?;
-            // NCCL 2.9 and later encode major·10000 + minor·100 + patch.
-            Ok(format!(
-                "{}.{}.{}",
-                code / 10000,
-                code / 100 % 100,
-                code % 100
-            ))
         }
     }
 }
