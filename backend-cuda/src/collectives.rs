@@ -240,6 +240,12 @@ mod with {
         fn drop(&mut self) {
             let raw = self.raw.get_mut().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(RawComm(comm)) = raw {
+                // A replay launched before its graph was reset may still run this
+                // communicator's kernels: let the device finish them first. (The driver layer
+                // drops a communicator only while no capture runs, with its context bound, so
+                // the synchronize meets no capture.)
+                // SAFETY: a device-wide wait on the bound context.
+                let _ = unsafe { cudarc::driver::sys::cuCtxSynchronize() };
                 let _ = guarded("ncclCommFinalize", || {
                     // SAFETY: `comm` is live and used by nothing else (we own it); finalize
                     // waits for its issued work, destroy frees it, once.

@@ -32,9 +32,10 @@ NCCL_SO=$( {
     -name 'libnccl.so.2' 2>/dev/null
 } | head -1)
 if [[ -n "$NCCL_SO" ]]; then
+  # Only `libnccl.so` in it: PyTorch still finds its own `libnccl.so.2` as before.
   mkdir -p "$OUT/nccl-lib"
   ln -sf "$NCCL_SO" "$OUT/nccl-lib/libnccl.so"
-  export LD_LIBRARY_PATH="$OUT/nccl-lib:$(dirname "$NCCL_SO"):${LD_LIBRARY_PATH:-}"
+  export LD_LIBRARY_PATH="$OUT/nccl-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 echo "GPUs: $N; NCCL: ${NCCL_SO:-not found}" | tee "$OUT/multi-summary.txt"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader \
