@@ -5,7 +5,7 @@
 use std::{ffi::c_void, sync::Arc};
 
 use accel_graph_api::NodeKind;
-use accel_graph_driver::{DriverResult, api::HostFn};
+use accel_graph_driver::{DriverResult, api::HostFn, software::Node};
 
 use crate::{
     WgpuDevice, event::WgpuEventState, kernels::ResolvedDispatch, stream::WgpuStreamState,
@@ -48,6 +48,10 @@ pub(crate) enum Command {
     /// Work that touches nothing (an op on an empty buffer, a copy onto itself): still a node,
     /// so graphs of generic code have the same shape on every backend.
     Nothing { kind: NodeKind, label: &'static str },
+    /// A child graph: another graph's recorded commands, inlined by instantiation.
+    Child(Arc<Vec<Node<Command>>>),
+    /// A conditional node: bodies run or skipped by a condition read back when it runs.
+    Conditional(Arc<crate::editing::WgpuConditional>),
 }
 
 impl Command {
@@ -60,6 +64,8 @@ impl Command {
             Command::RecordEvent(_) => NodeKind::EventRecord,
             Command::WaitEvent => NodeKind::EventWait,
             Command::Nothing { kind, .. } => *kind,
+            Command::Child(_) => NodeKind::Graph,
+            Command::Conditional(_) => NodeKind::Conditional,
         }
     }
 
@@ -72,6 +78,8 @@ impl Command {
             Command::RecordEvent(_) => "event_record".to_owned(),
             Command::WaitEvent => "event_wait".to_owned(),
             Command::Nothing { label, .. } => (*label).to_owned(),
+            Command::Child(nodes) => format!("child graph ({} nodes)", nodes.len()),
+            Command::Conditional(c) => c.label(),
         }
     }
 }
@@ -94,7 +102,12 @@ fn encode_run(device: &wgpu::Device, commands: &[Command]) -> Option<wgpu::Comma
         let gpu_work = match command {
             Command::Dispatch(_) | Command::Copy { .. } => true,
             Command::RecordEvent(event) => event.timer().is_some(),
-            Command::Host(_) | Command::WaitEvent | Command::Nothing { .. } => false,
+            // Children and conditionals never reach a run: instantiation expands them.
+            Command::Host(_)
+            | Command::WaitEvent
+            | Command::Nothing { .. }
+            | Command::Child(_)
+            | Command::Conditional(_) => false,
         };
         if !gpu_work {
             continue;
@@ -127,7 +140,11 @@ fn encode_run(device: &wgpu::Device, commands: &[Command]) -> Option<wgpu::Comma
                     timer.encode(encoder);
                 }
             }
-            Command::Host(_) | Command::WaitEvent | Command::Nothing { .. } => {}
+            Command::Host(_)
+            | Command::WaitEvent
+            | Command::Nothing { .. }
+            | Command::Child(_)
+            | Command::Conditional(_) => {}
         }
     }
     drop(pass);
