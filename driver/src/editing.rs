@@ -17,9 +17,10 @@
 //!
 //! Buffers (bound to views of the same length and element type) and scalars, on every
 //! backend the same. [`update_from`](crate::DriverGraph) also lets kernel nodes take another
-//! grid (a portable op of another length: CUDA updates a kernel node's grid in place), but not
-//! a memset's or memcpy's size (`fill`, `copy`), which CUDA documents it may refuse to update:
-//! refusing it everywhere keeps the backends' answers the same.
+//! grid (a portable op of another length: CUDA updates a kernel node's grid in place) and
+//! one-dimensional copies another size (`copy`), but not a memset's size (`fill`), which CUDA
+//! documents it may refuse to update: refusing it everywhere keeps the backends' answers the
+//! same.
 
 use std::{
     collections::HashMap,
@@ -336,13 +337,13 @@ pub(crate) fn compare(
                         format!("{n1} cannot become {n2}"),
                     ));
                 }
-                // Memsets and memcpys keep their size (see the module documentation).
-                if l1 != l2 && matches!(*n1, "fill" | "copy") {
+                // Memsets keep their size (see the module documentation).
+                if l1 != l2 && *n1 == "fill" {
                     return Err(refuse(
                         UpdateConflict::LaunchShape,
                         format!(
-                            "{n1} over {l1} elements cannot become one over {l2} (a memset's or \
-                             memcpy's size is fixed at instantiation)"
+                            "{n1} over {l1} elements cannot become one over {l2} (a memset's \
+                             size is fixed at instantiation)"
                         ),
                     ));
                 }

@@ -108,8 +108,8 @@ pub enum UpdateConflict {
     /// A kernel node runs another function (another portable op, another user kernel, a
     /// product of another shape or type).
     KernelFunction,
-    /// The update would change a node's launch shape: the length of a portable op's operands
-    /// (its grid), a memset's or memcpy's size, or a conditional node's kind.
+    /// The update would change a node's launch shape: the length of a node's operands in a
+    /// node update (its grid), or a memset's size (`fill`) in an update of the whole graph.
     LaunchShape,
     /// A buffer of another element type than the node's parameter takes.
     ElementType,

@@ -92,9 +92,11 @@ impl<I: GraphImpl> Graph<I> {
     }
 
     /// Takes the parameters of `other` — a graph of the same backend instance captured with
-    /// the same topology (node count, node kinds, edges, kernel functions, memset and memcpy
-    /// sizes) — without instantiating again: replays then compute exactly what `other`'s
-    /// replays compute. Kernel nodes may change their buffers, scalars and grids.
+    /// the same topology (node count, node kinds, edges, kernel functions, memset sizes) —
+    /// without instantiating again: replays then compute exactly what `other`'s replays
+    /// compute. Kernel nodes may change their buffers, scalars and grids (portable ops over
+    /// other lengths), copies their buffers and sizes, memsets (`fill`) their buffers and
+    /// values.
     ///
     /// Both graphs must be captured (`keep_graph=false` graphs qualify: the backend keeps what
     /// an update needs). A `Ready` graph keeps its executable, updated in place; a `Captured`

@@ -42,8 +42,8 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
             update_from_before_instantiation,
         ),
         Case::new(
-            "16.02a update_from refuses another node count, kernel function or memset/memcpy \
-             size, typed, and the executable stays as it was",
+            "16.02a update_from refuses another node count, kernel function or memset size, \
+             typed, and the executable stays as it was",
             EDITING,
             graph_update,
             update_from_refusals,
@@ -61,7 +61,8 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
             update_from_refuses_other_kinds,
         ),
         Case::new(
-            "16.03 update_from lets kernel nodes change their grid (ops over other lengths)",
+            "16.03 update_from lets kernel nodes change their grid and copies their size (ops \
+             over other lengths)",
             EDITING,
             graph_update,
             update_from_changes_kernel_grids,
@@ -184,6 +185,13 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
             EDITING,
             none,
             instantiate_flags,
+        ),
+        Case::new(
+            "16.21 bucketed cache with shared executables: one executable per topology, \
+             switched by updates; runs equal separate executables, bit for bit",
+            EDITING,
+            graph_update,
+            super::utilities::bucketed::bucketed_cache_shares_executables,
         ),
     ])
 }
@@ -384,7 +392,7 @@ fn update_from_refusals<B: Backend>(t: &Target<B>) -> CaseResult {
         "scale for add",
     )?;
     still_adds_one(b, &s, &mut g, &x, "after a kernel-function refusal")?;
-    // Memsets and memcpys keep their size.
+    // Memsets keep their size.
     let (small, big) = (
         b.alloc_from(&[0.0f32; 4]).ctx("alloc")?,
         b.alloc_from(&[0.0f32; 8]).ctx("alloc")?,
@@ -487,21 +495,27 @@ fn update_from_changes_kernel_grids<B: Backend>(t: &Target<B>) -> CaseResult {
         b.alloc_from(&data(700, 2.0)).ctx("alloc")?,
         b.alloc_from(&data(700, 3.0)).ctx("alloc")?,
     );
-    let z4 = b.alloc_from(&data(4, 3.0)).ctx("alloc")?;
+    let (z4, out4, out) = (
+        b.alloc_from(&data(4, 3.0)).ctx("alloc")?,
+        b.alloc_from(&[0.0f32; 4]).ctx("alloc")?,
+        b.alloc_from(&vec![0.0f32; 700]).ctx("alloc")?,
+    );
     let mut g = new_graph(b, GraphOptions::new())?;
     b.capture_on(&s, &mut g, || {
         b.add_scalar(&short, 1.0)?;
-        b.mul(&short, &z4)
+        b.mul(&short, &z4)?;
+        b.copy(&out4, &short)
     })
     .ctx("capture over 4")?;
     let mut h = new_graph(b, GraphOptions::new())?;
     b.capture_on(&s, &mut h, || {
         b.add_scalar(&long, -3.0)?;
-        b.mul(&long, &z)
+        b.mul(&long, &z)?;
+        b.copy(&out, &long)
     })
     .ctx("capture over 700")?;
     b.update_graph(&mut g, &h)
-        .ctx("update_from to another grid")?;
+        .ctx("update_from to another grid and copy size")?;
     replay(b, &s, &mut g, "replay")?;
     let want: Vec<f32> = data(700, 2.0)
         .iter()
@@ -509,7 +523,9 @@ fn update_from_changes_kernel_grids<B: Backend>(t: &Target<B>) -> CaseResult {
         .map(|(v, z)| (v + -3.0) * z)
         .collect();
     same_bits("the long buffer", &read(b, &long)?, &want)?;
-    same_bits("the short buffer", &read(b, &short)?, &data(4, 1.0))
+    same_bits("the copy of 700", &read(b, &out)?, &want)?;
+    same_bits("the short buffer", &read(b, &short)?, &data(4, 1.0))?;
+    same_bits("the copy of 4", &read(b, &out4)?, &[0.0; 4])
 }
 
 fn node_update_scalar<B: Backend>(t: &Target<B>) -> CaseResult {
