@@ -71,6 +71,7 @@
 mod backend;
 mod capture;
 mod device;
+mod editing;
 mod error;
 mod event;
 mod graph;
@@ -82,8 +83,9 @@ mod topology;
 
 pub use backend::CudaBackend;
 pub use device::CudaDevice;
+pub use editing::{CuConditional, CuNode};
 pub use event::CuEvent;
-pub use graph::{CuGraph, CuGraphExec, INSTANTIATE_FLAGS};
+pub use graph::{CuGraph, CuGraphExec, INSTANTIATE_FLAGS, instantiate_flags};
 pub use memory::CuBlock;
 pub use ops::portable_ops_ptx;
 pub use stream::CuStream;
