@@ -85,18 +85,21 @@ macro_rules! runtime_modules {
     ($($module:ident),*) => { $(#[cfg(feature = "runtime")] mod $module;)* };
 }
 runtime_modules!(
-    capture, device, error, event, ffi, graph, kernels, memory, node_kind, ops, probe, stream,
-    topology
+    capture, device, editing, error, event, ffi, graph, kernels, memory, node_kind, ops, probe,
+    stream, topology
 );
 #[cfg(not(feature = "runtime"))]
 mod unavailable;
 
 pub use backend::HipBackend;
 #[cfg(not(feature = "runtime"))]
-pub use unavailable::{HBlock, HEvent, HGraph, HGraphExec, HStream, HipDevice};
+pub use unavailable::{
+    HBlock, HEvent, HGraph, HGraphExec, HNoConditional, HNode, HStream, HipDevice,
+};
 #[cfg(feature = "runtime")]
 pub use {
     device::HipDevice,
+    editing::{HNoConditional, HNode},
     event::HEvent,
     graph::{HGraph, HGraphExec},
     memory::HBlock,
