@@ -3,7 +3,8 @@
 # conformance suite at full size (drop-then-replay 1000 times, 10,000 buffer-lifetime programs
 # per contract in child processes, the stress at 8 threads x 1000 cycles per mode, PyTorch's
 # reset-recapture with 1000 replays), the capture-semantics probe, the examples, the PyTorch
-# comparison, the benchmark, the soak and the reliability checks (last: its sticky-fault check
+# comparison, the benchmark, the graph-editing benchmark (`editing:` lines), the soak and the
+# reliability checks (last: its sticky-fault check
 # ruins its own process's context). Logs go to $OUT (default ./device-logs); the exit status is
 # non-zero if any step failed.
 #
@@ -52,6 +53,7 @@ step cublas_user_kernel examples.log "$B/cublas_user_kernel"
 step debug_dump examples.log "$B/debug_dump" "$OUT/cuda_graph.dot"
 step torch_graphs bench.log env PYTHONUNBUFFERED=1 python3 "$B/torch_graphs.py" "$OUT/torch_results.txt"
 step bench bench.log "$B/graph_overhead_vs_raw_cuda" "$OUT/torch_results.txt"
+step editing editing.log "$B/graph_editing"
 step soak soak.log "$B/soak" "$SOAK_REPLAYS"
 step reliability reliability.log "$B/reliability"
 
@@ -59,6 +61,7 @@ step reliability reliability.log "$B/reliability"
   grep -hs "^test result\|\.\.\. FAILED" "$OUT/conformance.log"
   grep -hs "^bench:" "$OUT/bench.log"
   grep -hs "^torch:" "$OUT/bench.log"
+  grep -hs "^editing:" "$OUT/editing.log"
   grep -hs "^soak:" "$OUT/soak.log"
   grep -hs "^reliability:" "$OUT/reliability.log"
   grep -hs "lifetimes (\|stress:\|drop-then-replay:" "$OUT/conformance.log"
