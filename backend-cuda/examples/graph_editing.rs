@@ -87,7 +87,13 @@ fn op(b: &CudaBackend, i: usize, y: &CudaBuffer, x: &CudaBuffer, c: f32) -> R<()
     }
 }
 
-fn chain(b: &CudaBackend, y: &CudaBuffer, x: &CudaBuffer, range: std::ops::Range<usize>, c: f32) -> R<()> {
+fn chain(
+    b: &CudaBackend,
+    y: &CudaBuffer,
+    x: &CudaBuffer,
+    range: std::ops::Range<usize>,
+    c: f32,
+) -> R<()> {
     range.into_iter().try_for_each(|i| op(b, i, y, x, c))
 }
 
@@ -96,7 +102,13 @@ fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 /// Replays `g` on `stream` with `y` reset to `init` first; returns `y`.
-fn run(b: &CudaBackend, stream: &CudaStreamHandle, g: &mut CudaGraph, y: &CudaBuffer, init: &[f32]) -> R<Vec<f32>> {
+fn run(
+    b: &CudaBackend,
+    stream: &CudaStreamHandle,
+    g: &mut CudaGraph,
+    y: &CudaBuffer,
+    init: &[f32],
+) -> R<Vec<f32>> {
     b.upload(y, init)?;
     {
         let _on = b.use_stream(stream)?;
@@ -113,7 +125,10 @@ struct Report {
 impl Report {
     fn same(&mut self, what: &str, a: &[f32], b: &[f32]) {
         let ok = bits(a) == bits(b);
-        println!("editing: {what}: {}", if ok { "identical" } else { "DIFFERENT" });
+        println!(
+            "editing: {what}: {}",
+            if ok { "identical" } else { "DIFFERENT" }
+        );
         if !ok {
             self.mismatches.push(what.to_owned());
         }
@@ -210,7 +225,11 @@ fn loops(b: &CudaBackend, s: &CudaStreamHandle, report: &mut Report) -> R<()> {
         return Ok(());
     }
     const ITERATIONS: usize = 100;
-    let (y, x, left) = (b.alloc_from(&ramp(1.0))?, b.alloc_from(&ramp(0.25))?, b.alloc(1)?);
+    let (y, x, left) = (
+        b.alloc_from(&ramp(1.0))?,
+        b.alloc_from(&ramp(0.25))?,
+        b.alloc(1)?,
+    );
     let init = ramp(1.0);
     let mut looped = b.graph(GraphOptions::new())?;
     b.capture_on(s, &mut looped, || {
@@ -285,11 +304,15 @@ fn children(b: &CudaBackend, s: &CudaStreamHandle, report: &mut Report) -> R<()>
     let mut kids = Vec::new();
     for k in 0..10 {
         let mut child = b.graph(GraphOptions::new())?;
-        b.capture_on(s, &mut child, || chain(b, &y, &x, k * 100..(k + 1) * 100, 0.375))?;
+        b.capture_on(s, &mut child, || {
+            chain(b, &y, &x, k * 100..(k + 1) * 100, 0.375)
+        })?;
         kids.push(child);
     }
     let mut parent = b.graph(GraphOptions::new())?;
-    b.capture_on(s, &mut parent, || kids.iter_mut().try_for_each(|c| c.replay()))?;
+    b.capture_on(s, &mut parent, || {
+        kids.iter_mut().try_for_each(|c| c.replay())
+    })?;
     let mut flat = b.graph(GraphOptions::new())?;
     b.capture_on(s, &mut flat, || chain(b, &y, &x, 0..NODES, 0.375))?;
     report.same(
@@ -389,7 +412,10 @@ fn buckets(b: &CudaBackend, s: &CudaStreamHandle, report: &mut Report) -> R<()> 
         let c = deduplicating.run(&[&data])?.download(0)?;
         different |= bits(&a) != bits(&c);
     }
-    println!("editing: bucketed cache stats, shared: {}", deduplicating.stats());
+    println!(
+        "editing: bucketed cache stats, shared: {}",
+        deduplicating.stats()
+    );
     if different {
         report.mismatches.push("bucketed cache runs".to_owned());
     }

@@ -507,8 +507,8 @@ impl DriverEditing for CudaDevice {
                     };
                     check(rc, "cuGraphExecMemsetNodeSetParams")?;
                 }
-                // SAFETY: as above, for the raw graph's node.
                 check(
+                    // SAFETY: as above, for the raw graph's node.
                     unsafe { sys::cuGraphMemsetNodeSetParams(key, &params) },
                     "cuGraphMemsetNodeSetParams",
                 )
@@ -533,8 +533,8 @@ impl DriverEditing for CudaDevice {
                     };
                     check(rc, "cuGraphExecMemcpyNodeSetParams")?;
                 }
-                // SAFETY: as above, for the raw graph's node.
                 check(
+                    // SAFETY: as above, for the raw graph's node.
                     unsafe { sys::cuGraphMemcpyNodeSetParams(key, &params) },
                     "cuGraphMemcpyNodeSetParams",
                 )

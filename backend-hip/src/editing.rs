@@ -83,8 +83,8 @@ fn capture_info(stream: ffi::hipStream_t) -> DriverResult<Option<CaptureInfo>> {
 fn kernel_params(node: ffi::hipGraphNode_t) -> DriverResult<ffi::hipKernelNodeParams> {
     // SAFETY: all-zero kernel node parameters are valid (null pointers, zero dimensions).
     let mut params: ffi::hipKernelNodeParams = unsafe { std::mem::zeroed() };
-    // SAFETY: `node` is a kernel node of a live graph; `params` a local.
     check(
+        // SAFETY: `node` is a kernel node of a live graph; `params` a local.
         unsafe { ffi::hipGraphKernelNodeGetParams(node, &mut params) },
         "hipGraphKernelNodeGetParams",
     )?;
@@ -109,8 +109,8 @@ unsafe fn set_kernel_args(
         let err = unsafe { ffi::hipGraphExecKernelNodeSetParams(exec.raw(), node, &params) };
         check(err, "hipGraphExecKernelNodeSetParams")?;
     }
-    // SAFETY: as above, for the raw graph's node.
     check(
+        // SAFETY: as above, for the raw graph's node.
         unsafe { ffi::hipGraphKernelNodeSetParams(key, &params) },
         "hipGraphKernelNodeSetParams",
     )
@@ -206,23 +206,23 @@ impl DriverEditing for HipDevice {
             PortableOp::Fill { .. } => {
                 // SAFETY: all-zero memset parameters are valid.
                 let mut params: ffi::hipMemsetParams = unsafe { std::mem::zeroed() };
-                // SAFETY: `key` is the memset node the op was captured as.
                 check(
+                    // SAFETY: `key` is the memset node the op was captured as.
                     unsafe { ffi::hipGraphMemsetNodeGetParams(key, &mut params) },
                     "hipGraphMemsetNodeGetParams",
                 )?;
                 params.dst = out_ptr;
                 params.value = scalar.to_bits();
                 if let Some((exec, node)) = exec {
-                    // SAFETY: the executable's name for the node; the region is live memory
-                    // (the caller's contract).
                     check(
+                        // SAFETY: the executable's name for the node; the region is live memory
+                        // (the caller's contract).
                         unsafe { ffi::hipGraphExecMemsetNodeSetParams(exec.raw(), node, &params) },
                         "hipGraphExecMemsetNodeSetParams",
                     )?;
                 }
-                // SAFETY: as above, for the raw graph's node.
                 check(
+                    // SAFETY: as above, for the raw graph's node.
                     unsafe { ffi::hipGraphMemsetNodeSetParams(key, &params) },
                     "hipGraphMemsetNodeSetParams",
                 )
@@ -231,9 +231,9 @@ impl DriverEditing for HipDevice {
                 let kind = ffi::hipMemcpyKind::hipMemcpyDeviceToDevice;
                 let bytes = out.num_bytes();
                 if let Some((exec, node)) = exec {
-                    // SAFETY: as for the memset; a one-dimensional device copy of the node's
-                    // size.
                     check(
+                        // SAFETY: as for the memset; a one-dimensional device copy of the node's
+                        // size.
                         unsafe {
                             ffi::hipGraphExecMemcpyNodeSetParams1D(
                                 exec.raw(),
@@ -247,8 +247,8 @@ impl DriverEditing for HipDevice {
                         "hipGraphExecMemcpyNodeSetParams1D",
                     )?;
                 }
-                // SAFETY: as above, for the raw graph's node.
                 check(
+                    // SAFETY: as above, for the raw graph's node.
                     unsafe {
                         ffi::hipGraphMemcpyNodeSetParams1D(key, out_ptr, input_ptr, bytes, kind)
                     },
@@ -301,9 +301,9 @@ impl DriverEditing for HipDevice {
             })
         })?;
         let mut node = ptr::null_mut();
-        // SAFETY: the graph and frontier come from the runtime for this capture; the child is
-        // alive and copied into the node.
         check(
+            // SAFETY: the graph and frontier come from the runtime for this capture; the child is
+            // alive and copied into the node.
             unsafe {
                 ffi::hipGraphAddChildGraphNode(
                     &mut node,
@@ -315,8 +315,8 @@ impl DriverEditing for HipDevice {
             },
             "hipGraphAddChildGraphNode",
         )?;
-        // SAFETY: `node` was just added to this capture's graph.
         check(
+            // SAFETY: `node` was just added to this capture's graph.
             unsafe {
                 ffi::hipStreamUpdateCaptureDependencies(
                     raw,

@@ -4,9 +4,8 @@
 # per contract in child processes, the stress at 8 threads x 1000 cycles per mode, PyTorch's
 # reset-recapture with 1000 replays), the capture-semantics probe, the examples, the PyTorch
 # comparison, the benchmark, the graph-editing benchmark (`editing:` lines), the soak and the
-# reliability checks (last: its sticky-fault check
-# ruins its own process's context). Logs go to $OUT (default ./device-logs); the exit status is
-# non-zero if any step failed.
+# reliability checks (last: its sticky-fault check ruins its own process's context). Logs go to
+# $OUT (default ./device-logs); the exit status is non-zero if any step failed.
 #
 #   bash scripts/device/run-cuda.sh [soak_replays]
 #

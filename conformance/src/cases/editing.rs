@@ -198,6 +198,9 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
 
 type Buf<B> = <B as accel_graph_api::PortableOps>::Buffer<f32>;
 
+/// One argument of a node update.
+type NodeArg<'a, B> = (usize, KernelArg<'a, <B as PortableOps>::Memory>);
+
 /// Values whose every op below stays exact or rounds the same on every backend.
 fn data(n: usize, seed: f32) -> Vec<f32> {
     (0..n)
@@ -649,7 +652,7 @@ fn node_update_misuse<B: Backend>(t: &Target<B>) -> CaseResult {
         .ctx("capture")?;
     let short = b.alloc_from(&[0.0f32; 3]).ctx("alloc")?;
     let ints = b.alloc_from(&[0u32; 4]).ctx("alloc")?;
-    let cases: [(&[(usize, KernelArg<'_, B::Memory>)], UpdateConflict, &str); 6] = [
+    let cases: [(&[NodeArg<'_, B>], UpdateConflict, &str); 6] = [
         (
             &[(0, KernelArg::buffer(&short))],
             UpdateConflict::LaunchShape,

@@ -81,6 +81,8 @@ pub trait DriverEditing: DriverKernels + DriverGraphs {
     /// # Safety
     /// As [`DriverKernels::launch_kernel`]: every buffer argument's bytes lie inside its live
     /// block, kept alive by the caller as long as the graph or the executable can launch.
+    // `launch_kernel`'s arguments, plus the node to set in the graph and in the executable.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn set_kernel(
         &self,
         graph: &mut Self::Graph,

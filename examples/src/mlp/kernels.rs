@@ -13,7 +13,7 @@ use accel_graph::kernel::{Access, Extent, HostArg, Kernel};
 /// Threads of the one workgroup `mlp_sum` runs.
 pub(crate) const SUM_THREADS: usize = 256;
 
-fn three<'a>(args: &'a mut [HostArg]) -> (&'a mut HostArg, &'a mut HostArg, &'a mut [HostArg]) {
+fn three(args: &mut [HostArg]) -> (&mut HostArg, &mut HostArg, &mut [HostArg]) {
     let (first, rest) = args.split_at_mut(1);
     let (second, rest) = rest.split_at_mut(1);
     (&mut first[0], &mut second[0], rest)
@@ -357,7 +357,8 @@ fn mlp_relu_backward(@builtin(global_invocation_id) id: vec3<u32>) {
             let n = n.scalar::<u32>() as usize;
             let a = a.slice::<f32>().to_vec();
             for (d, a) in da.slice_mut::<f32>()[..n].iter_mut().zip(a) {
-                if !(a > 0.0) {
+                // Not above zero, NaN included.
+                if a.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
                     *d = 0.0;
                 }
             }
