@@ -51,7 +51,10 @@ fn node_update_patches_in_place_and_memory_follows() -> R {
     })?;
     let before = b.memory_stats().allocated_bytes;
     b.reset_counters();
-    g.update_node(node, &[(2, KernelArg::buffer(&x2)), (1, KernelArg::scalar(0.5f32))])?;
+    g.update_node(
+        node,
+        &[(2, KernelArg::buffer(&x2)), (1, KernelArg::scalar(0.5f32))],
+    )?;
     let c = b.counters();
     assert_eq!((c.instantiations, c.node_updates), (0, 1));
     // x1 is not used by the graph any more: dropping it frees its memory now.
