@@ -154,6 +154,15 @@ impl MockDevice {
             })
         };
         let slot = graph.nodes.get_mut(key).ok_or_else(missing)?;
+        // The graph was checked for races when it was captured; a rebinding may make two
+        // branches touch the same bytes: check again before anything changes.
+        let old = std::mem::replace(&mut slot.command, command.clone());
+        let checked = self.sanitize_graph(&graph.nodes);
+        if let Some(slot) = graph.nodes.get_mut(key) {
+            slot.command = old;
+        }
+        checked?;
+        let slot = graph.nodes.get_mut(key).ok_or_else(missing)?;
         if let Some((exec, exec_key)) = exec {
             let place = exec
                 .node_map

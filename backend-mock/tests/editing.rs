@@ -273,3 +273,38 @@ fn misuse_is_typed() -> R {
     let _ = node;
     Ok(())
 }
+
+#[test]
+fn a_rebinding_that_makes_branches_race_is_refused() -> R {
+    let b = MockBackend::new();
+    let (s, side) = (b.new_stream()?, b.new_stream()?);
+    let (x, y) = (b.alloc_from(&[0.0f32; 4])?, b.alloc_from(&[0.0f32; 4])?);
+    let mut g = b.graph(GraphOptions::new())?;
+    // Two unordered branches, one writing x, the other y.
+    let on_side = b.capture_on(&s, &mut g, || {
+        let (fork, join) = (b.new_event()?, b.new_event()?);
+        b.record_event(&fork)?;
+        b.add_scalar(&x, 1.0)?;
+        let node = {
+            let _on = b.use_stream(&side)?;
+            b.wait_event(&fork)?;
+            b.add_scalar(&y, 1.0)?;
+            let node = b.captured_node()?;
+            b.record_event(&join)?;
+            node
+        };
+        b.wait_event(&join)?;
+        Ok(node)
+    })?;
+    let refused = g.update_node(on_side, &[(0, KernelArg::buffer(&x))]);
+    assert!(
+        matches!(refused, Err(GraphError::DataRace { .. })),
+        "{refused:?}"
+    );
+    g.replay()?;
+    assert_eq!(
+        (b.download(&x)?, b.download(&y)?),
+        (vec![1.0; 4], vec![1.0; 4])
+    );
+    Ok(())
+}

@@ -69,6 +69,20 @@ impl Command {
         }
     }
 
+    /// Whether the command puts work on the GPU (encoding skips the others).
+    pub(crate) fn is_gpu_work(&self) -> bool {
+        match self {
+            Command::Dispatch(_) | Command::Copy { .. } => true,
+            Command::RecordEvent(event) => event.timer().is_some(),
+            // Children and conditionals never reach a run: instantiation expands them.
+            Command::Host(_)
+            | Command::WaitEvent
+            | Command::Nothing { .. }
+            | Command::Child(_)
+            | Command::Conditional(_) => false,
+        }
+    }
+
     /// The node label.
     pub(crate) fn label(&self) -> String {
         match self {
@@ -99,17 +113,7 @@ fn encode_run(device: &wgpu::Device, commands: &[Command]) -> Option<wgpu::Comma
     // run time until the pass drops, which happens before every copy or timestamp.
     let mut pass: Option<wgpu::ComputePass<'static>> = None;
     for command in commands {
-        let gpu_work = match command {
-            Command::Dispatch(_) | Command::Copy { .. } => true,
-            Command::RecordEvent(event) => event.timer().is_some(),
-            // Children and conditionals never reach a run: instantiation expands them.
-            Command::Host(_)
-            | Command::WaitEvent
-            | Command::Nothing { .. }
-            | Command::Child(_)
-            | Command::Conditional(_) => false,
-        };
-        if !gpu_work {
+        if !command.is_gpu_work() {
             continue;
         }
         let encoder = encoder.get_or_insert_with(|| {

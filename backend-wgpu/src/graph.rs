@@ -89,7 +89,7 @@ impl WgpuExecutable {
     pub fn submits(&self) -> usize {
         self.steps
             .iter()
-            .filter(|s| matches!(s, Step::Gpu(_)))
+            .filter(|s| matches!(s, Step::Gpu(run) if run.iter().any(Command::is_gpu_work)))
             .count()
     }
 
