@@ -275,6 +275,15 @@ impl Signature {
         }
     }
 
+    /// True if it is, or embeds, a conditional node.
+    pub(crate) fn has_conditional(&self) -> bool {
+        match self {
+            Signature::Conditional { .. } => true,
+            Signature::Child(nodes) => nodes.iter().any(Signature::has_conditional),
+            _ => false,
+        }
+    }
+
     /// True if it or anything it embeds is a host callback.
     pub(crate) fn has_host(&self) -> bool {
         match self {
@@ -302,6 +311,19 @@ impl Mismatch {
         }
     }
 }
+
+/// Why a graph holding conditional nodes is not updated from another: CUDA cannot copy such a
+/// graph (`cuGraphClone`), and an update copies the source's raw graph into the updated one
+/// (so that a later instantiation has the new parameters). Refused on every backend alike.
+pub(crate) const CONDITIONAL_UPDATE: &str = "graphs holding conditional nodes are not updated \
+    from another capture (CUDA cannot copy a graph with conditional nodes, which the update \
+    needs); update their nodes one at a time, or capture again";
+
+/// Why a graph holding conditional nodes is not embedded as a child graph: CUDA's child-graph
+/// nodes cannot hold conditional nodes. Refused on every backend alike.
+pub(crate) const CONDITIONAL_CHILD: &str = "a graph holding conditional nodes as a child-graph \
+    node (CUDA's child-graph nodes cannot hold conditional nodes); capture its work into the \
+    parent instead";
 
 /// Compares the nodes of two graphs (`mine` updated from `theirs`); `path` names where they
 /// sit (empty at the top).

@@ -403,6 +403,11 @@ impl<D: Driver> DriverGraph<D> {
             return Err(GraphError::RawGraphUnavailable);
         };
         let signatures = self.signatures();
+        if signatures.iter().any(Signature::has_conditional) {
+            return Err(GraphError::Unsupported {
+                what: editing::CONDITIONAL_CHILD.to_owned(),
+            });
+        }
         if entry.recorded().in_body(stream.inner.key) && signatures.iter().any(Signature::has_host)
         {
             return Err(GraphError::Unsupported {
@@ -447,13 +452,30 @@ impl<D: Driver> DriverGraph<D> {
         let (Some(raw), Some(theirs)) = (self.raw.as_ref(), other.raw.as_ref()) else {
             return Err(GraphError::RawGraphUnavailable);
         };
-        editing::compare(&self.signatures(), &other.signatures(), "")
-            .map_err(editing::Mismatch::into_error)?;
+        let (mine, their_nodes) = (self.signatures(), other.signatures());
+        if mine
+            .iter()
+            .chain(&their_nodes)
+            .any(Signature::has_conditional)
+        {
+            return Err(GraphError::UpdateRefused {
+                conflict: UpdateConflict::NotUpdatable,
+                node: None,
+                reason: editing::CONDITIONAL_UPDATE.to_owned(),
+            });
+        }
+        editing::compare(&mine, &their_nodes, "").map_err(editing::Mismatch::into_error)?;
         shared.bind()?;
         let site = CallSite::op("update_from");
         // The graph's raw graph becomes a copy of the other's (the other stays as it is), so
         // that a later instantiation or use as a child graph replays the new parameters.
-        let clone = shared.check(shared.driver.clone_graph(theirs), site)?;
+        let clone = shared
+            .check(shared.driver.clone_graph(theirs), site)
+            .map_err(|e| GraphError::UpdateRefused {
+                conflict: UpdateConflict::Driver,
+                node: None,
+                reason: format!("the device's runtime cannot copy the source graph: {e}"),
+            })?;
         let mut nodes = Vec::with_capacity(other.nodes.len());
         for (mine, their) in self.nodes.iter().zip(&other.nodes) {
             let key = match their.key {

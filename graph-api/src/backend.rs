@@ -400,7 +400,9 @@ pub trait Backend: PortableOps + Clone + Send + Sync + fmt::Debug + 'static {
     /// [`GraphError::CaptureInvalidated`]). Errors: `cond` not of one element
     /// ([`GraphError::LengthMismatch`]), a backend without conditional nodes
     /// ([`GraphError::Unsupported`] naming the missing capability,
-    /// `capabilities().conditional_nodes`).
+    /// `capabilities().conditional_nodes`). A graph holding conditional nodes cannot be
+    /// replayed into another capture as a child graph, nor updated from another capture
+    /// (CUDA supports neither).
     ///
     /// ```
     /// use accel_graph_api::prelude::*;

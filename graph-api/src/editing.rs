@@ -117,7 +117,9 @@ pub enum UpdateConflict {
     /// goes (or the reverse), a scalar of another type, a buffer too short for the kernel.
     Argument,
     /// A node whose parameters cannot be changed one at a time (a host callback, a child graph,
-    /// a conditional node, a matrix product): update the whole graph instead.
+    /// a conditional node, a matrix product): update the whole graph instead. Also a graph
+    /// holding conditional nodes given to `update_from` (CUDA cannot copy such a graph): update
+    /// its nodes one at a time.
     NotUpdatable,
     /// The [`CapturedNode`] names no node of this graph's capture.
     UnknownNode,

@@ -101,7 +101,9 @@ impl<I: GraphImpl> Graph<I> {
     /// Both graphs must be captured (`keep_graph=false` graphs qualify: the backend keeps what
     /// an update needs). A `Ready` graph keeps its executable, updated in place; a `Captured`
     /// one is instantiated later from the new parameters. The memory `self` keeps alive becomes
-    /// what `other`'s work uses. `other` is not changed.
+    /// what `other`'s work uses. `other` is not changed. Graphs holding conditional nodes are
+    /// refused ([`UpdateConflict::NotUpdatable`](crate::UpdateConflict)): CUDA cannot copy
+    /// them, which an update needs; use [`Graph::update_node`] for them.
     ///
     /// Errors: [`GraphError::UpdateRefused`] naming what differs (the graph is then left as it
     /// was: its executable, its raw graph and its memory), [`GraphError::NotCaptured`] for a
