@@ -520,7 +520,8 @@ pub(crate) fn record<D: Driver>(
         .capture_point(&stream.inner.raw)
         .ok()
         .flatten();
-    entry.recorded().push(stream.inner.key, point, work());
+    let work = work();
+    entry.recorded().push(stream.inner.key, point, work);
 }
 
 /// Notes the capture's own graph, right after the driver began it on `stream`.
