@@ -308,6 +308,12 @@ impl<D: Driver> Backend for DriverBackend<D> {
         shared.bind()?;
         shared.current.with(|stream| {
             let capture = Self::valid_capture(stream)?;
+            if let Some(entry) = &capture
+                && event.options.external
+                && editing::in_body(shared, entry, stream)
+            {
+                return Err(editing::not_in_body("an external event's record"));
+            }
             shared.check(
                 // SAFETY: through this layer a wait on the event forks a stream into the
                 // capture only in `wait_event` below, which joins the stream to the capture's
@@ -325,7 +331,15 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let shared = &self.shared;
         shared.bind()?;
         let stream = shared.current.get();
-        let joined_before = Self::valid_capture(&stream)?.is_some();
+        let joined_before = match Self::valid_capture(&stream)? {
+            Some(entry) => {
+                if event.options.external && editing::in_body(shared, &entry, &stream) {
+                    return Err(editing::not_in_body("an external event's wait"));
+                }
+                true
+            }
+            None => false,
+        };
         // A wait on an event recorded in a capture forks the stream into that capture (an
         // external event is a node of its graph instead). The stream joins *before* the
         // driver's wait, so an op another thread issues on it meanwhile is kept alive too.
@@ -594,13 +608,8 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let stream = shared.current.get();
         match Self::valid_capture(&stream)? {
             Some(entry) => {
-                if entry.recorded().in_body(stream.inner.key) {
-                    return Err(GraphError::Unsupported {
-                        what: "host_callback inside a conditional node's body (conditional \
-                               bodies hold device work only: kernels, copies, memsets, child \
-                               graphs and conditional nodes)"
-                            .to_owned(),
-                    });
+                if editing::in_body(shared, &entry, &stream) {
+                    return Err(editing::not_in_body("host_callback"));
                 }
                 let label = format!(
                     "host node #{} of graph {}",

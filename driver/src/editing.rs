@@ -476,7 +476,7 @@ impl<D: Driver> Recorded<D> {
         let graph = point.map(|p| p.graph);
         let top = match (graph, self.top_graph) {
             (Some(g), Some(top)) => g == top,
-            _ => !self.bodies.contains(&stream),
+            _ => !self.body_stream(stream),
         };
         if top {
             let key = point.and_then(|p| p.last);
@@ -500,8 +500,36 @@ impl<D: Driver> Recorded<D> {
     }
 
     /// True while `stream` captures a conditional body.
-    pub(crate) fn in_body(&self, stream: u64) -> bool {
+    fn body_stream(&self, stream: u64) -> bool {
         self.bodies.contains(&stream)
+    }
+}
+
+/// Whether `stream` captures into a conditional node's body of `entry`'s capture: a body's own
+/// stream, or a stream forked from one (it captures into the body's graph).
+pub(crate) fn in_body<D: Driver>(
+    shared: &Shared<D>,
+    entry: &CaptureEntry<D>,
+    stream: &DriverStream<D>,
+) -> bool {
+    let graph = shared
+        .driver
+        .capture_point(&stream.inner.raw)
+        .ok()
+        .flatten()
+        .map(|p| p.graph);
+    let recorded = entry.recorded();
+    recorded.body_stream(stream.inner.key)
+        || matches!((graph, recorded.top_graph), (Some(g), Some(top)) if g != top)
+}
+
+/// The refusal of host work (a host callback, an external event) inside a conditional body.
+pub(crate) fn not_in_body(what: &str) -> GraphError {
+    GraphError::Unsupported {
+        what: format!(
+            "{what} inside a conditional node's body (conditional bodies hold device work \
+             only: kernels, copies, memsets, child graphs and conditional nodes)"
+        ),
     }
 }
 

@@ -408,8 +408,7 @@ impl<D: Driver> DriverGraph<D> {
                 what: editing::CONDITIONAL_CHILD.to_owned(),
             });
         }
-        if entry.recorded().in_body(stream.inner.key) && signatures.iter().any(Signature::has_host)
-        {
+        if signatures.iter().any(Signature::has_host) && editing::in_body(&shared, entry, stream) {
             return Err(GraphError::Unsupported {
                 what: "a graph with host callbacks as a child node of a conditional node's \
                        body (conditional bodies hold device work only: kernels, copies, \

@@ -1195,6 +1195,22 @@ fn failing_bodies<B: Backend>(t: &Target<B>) -> CaseResult {
         !b.is_capturing(&s).ctx("is_capturing")?,
         "the stream still captures"
     );
+    // An external event is host-visible work a body cannot hold.
+    let external = b
+        .new_event_with(accel_graph_api::EventOptions::new().external(true))
+        .ctx("new_event_with")?;
+    let result = b.capture_on(&s, &mut g, || {
+        b.if_then(&flag, || b.record_event(&external))
+    });
+    expect_err!(
+        result,
+        GraphError::Unsupported { .. },
+        "an external event recorded in a body"
+    );
+    ensure!(
+        !b.is_capturing(&s).ctx("is_capturing")?,
+        "the stream still captures"
+    );
     // The backend still captures conditionals.
     b.capture_on(&s, &mut g, || b.if_then(&flag, || b.add_scalar(&x, 1.0)))
         .ctx("capture after the failures")?;
