@@ -451,8 +451,9 @@ pub(crate) struct Recorded<D: Driver> {
     pub(crate) nodes: Vec<NodeRecord<D>>,
     /// The nodes of conditional bodies being captured, by the body's graph.
     scoped: HashMap<u64, Vec<Signature>>,
-    /// Per stream: the top-level node its last work became (`None`: a body's node).
-    last: HashMap<u64, Option<usize>>,
+    /// Per stream: the top-level node its last work became (`None`: a body's node). A capture
+    /// has a few streams: a list is cheaper per op than a map.
+    last: Vec<(u64, Option<usize>)>,
     /// Streams capturing a conditional body now.
     bodies: Vec<u64>,
 }
@@ -464,7 +465,7 @@ impl<D: Driver> Default for Recorded<D> {
             top_graph: None,
             nodes: Vec::new(),
             scoped: HashMap::new(),
-            last: HashMap::new(),
+            last: Vec::new(),
             bodies: Vec::new(),
         }
     }
@@ -480,18 +481,33 @@ impl<D: Driver> Recorded<D> {
         };
         if top {
             let key = point.and_then(|p| p.last);
-            self.last.insert(stream, Some(self.nodes.len()));
+            self.set_last(stream, Some(self.nodes.len()));
             self.nodes.push(NodeRecord {
                 key,
                 exec_key: key,
                 work,
             });
         } else {
-            self.last.insert(stream, None);
+            self.set_last(stream, None);
             if let Some(g) = graph {
                 self.scoped.entry(g).or_default().push(work.signature());
             }
         }
+    }
+
+    fn set_last(&mut self, stream: u64, node: Option<usize>) {
+        match self.last.iter_mut().find(|(s, _)| *s == stream) {
+            Some(entry) => entry.1 = node,
+            None => self.last.push((stream, node)),
+        }
+    }
+
+    /// What the last work issued on `stream` became: `None` if it issued none.
+    fn last_on(&self, stream: u64) -> Option<Option<usize>> {
+        self.last
+            .iter()
+            .find(|(s, _)| *s == stream)
+            .map(|(_, n)| *n)
     }
 
     /// The signatures recorded into body graph `graph`.
@@ -965,10 +981,10 @@ impl<D: Driver> DriverBackend<D> {
             });
         };
         let recorded = entry.recorded();
-        match recorded.last.get(&stream.inner.key) {
-            Some(Some(index)) => match recorded.nodes.get(*index) {
+        match recorded.last_on(stream.inner.key) {
+            Some(Some(index)) => match recorded.nodes.get(index) {
                 Some(node) if node.key.is_some() => {
-                    Ok(CapturedNode::new(entry.graph, recorded.capture, *index))
+                    Ok(CapturedNode::new(entry.graph, recorded.capture, index))
                 }
                 _ => Err(GraphError::NodeUnavailable {
                     reason: "the driver could not name the node the last work became".to_owned(),
