@@ -76,6 +76,8 @@ mod event;
 mod graph;
 mod kernels;
 mod memory;
+#[cfg(feature = "nvtx")]
+mod nvtx;
 mod ops;
 mod stream;
 mod topology;
@@ -85,6 +87,8 @@ pub use device::CudaDevice;
 pub use event::CuEvent;
 pub use graph::{CuGraph, CuGraphExec, INSTANTIATE_FLAGS};
 pub use memory::CuBlock;
+#[cfg(feature = "nvtx")]
+pub use nvtx::NvtxLayer;
 pub use ops::portable_ops_ptx;
 pub use stream::CuStream;
 

@@ -24,6 +24,9 @@ use crate::{
 struct Capturing<D: Driver> {
     entry: Arc<CaptureEntry<D>>,
     stream: DriverStream<D>,
+    /// Open from `capture_begin` to the end of `capture_end` (its node count recorded then),
+    /// so a subscriber timing spans sees each capture whole.
+    span: tracing::Span,
 }
 
 /// The graph implementation of every driver-based backend; users meet it as
@@ -168,7 +171,19 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         entry.set_driver_id(id);
         shared.captures().push(Arc::clone(&entry));
         self.pool = Some(hold);
-        self.capture = Some(Capturing { entry, stream });
+        let span = tracing::info_span!(
+            "capture",
+            backend = shared.name(),
+            graph = self.serial,
+            %pool,
+            %mode,
+            nodes = tracing::field::Empty,
+        );
+        self.capture = Some(Capturing {
+            entry,
+            stream,
+            span,
+        });
         tracing::debug!(backend = shared.name(), graph = self.serial, %pool, %mode, "capture begun");
         Ok(pool)
     }
@@ -219,6 +234,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             shared.driver.node_count(&graph),
             CallSite::op("capture_end"),
         );
+        if let Ok(nodes) = &count {
+            capturing.span.record("nodes", nodes);
+        }
         self.raw = Some(graph);
         count
     }
@@ -229,6 +247,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         let Some(raw) = self.raw.as_ref() else {
             return Err(GraphError::RawGraphUnavailable);
         };
+        let _span =
+            tracing::info_span!("instantiate", backend = shared.name(), graph = self.serial)
+                .entered();
         // Relaxed: instantiating this graph while another graph captures (same thread, global
         // mode) must not invalidate that capture.
         let exec = shared.relaxed(|| {
@@ -239,6 +260,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             // An upload on a capturing stream would join that capture; the first launch
             // uploads instead.
             if stream.inner.capture().is_none() {
+                let _upload = tracing::info_span!("upload", graph = self.serial).entered();
                 shared.check(
                     shared.driver.upload_exec(exec, &stream.inner.raw),
                     CallSite::op("instantiate"),
@@ -251,6 +273,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
 
     fn replay(&mut self) -> Result<()> {
         let shared = &self.shared;
+        // A disabled span costs one load of its call site's interest (measured in
+        // docs/BENCHMARKS.md): cheap next to a launch.
+        let _span = tracing::debug_span!("replay", graph = self.serial).entered();
         shared.bind()?;
         let Some(exec) = self.exec.as_ref() else {
             return Err(GraphError::NotInstantiated);

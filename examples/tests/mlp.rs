@@ -3,7 +3,7 @@
 //! they agree with it within the GEMMs' tolerance, and graphed equals eager bit for bit.
 
 use accel_graph::{
-    Backend, DeviceBuffer, Result,
+    Backend, Result,
     utils::{FullGraphWrapper, Stage},
 };
 use accel_graph_examples::mlp::{Mlp, MlpShape, reference};

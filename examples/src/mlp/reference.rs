@@ -116,7 +116,7 @@ pub fn step(shape: MlpShape, lr: f32, params: &mut [f32], x: &[f32], t: &[f32]) 
         &mut dh,
     );
     for (d, a) in dh.iter_mut().zip(&h) {
-        if !(*a > 0.0) {
+        if *a <= 0.0 {
             *d = 0.0;
         }
     }
