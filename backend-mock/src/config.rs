@@ -32,6 +32,13 @@ pub struct MockConfig {
     /// captures. `None` (the default): a device of its own, so independent tests running in
     /// parallel threads do not disturb each other's captures.
     pub shared_device: Option<u32>,
+    /// **A fault switch, for testing sanitizers and suites**: when set, a graph pool hands a
+    /// free block to any allocation of the pool, whatever the streams — also to a branch of
+    /// a capture that is not ordered after the block's last use, so that two branches of one
+    /// graph share memory (silent corruption on a device that runs them concurrently; the
+    /// mock runs them in recording order, which hides it from the values). Off by default;
+    /// real backends have no such switch.
+    pub unordered_pool_reuse: bool,
 }
 
 impl MockConfig {
@@ -55,6 +62,7 @@ impl Default for MockConfig {
             memory_capacity: None,
             poison_new_memory: false,
             shared_device: None,
+            unordered_pool_reuse: false,
         }
     }
 }

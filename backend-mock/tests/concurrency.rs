@@ -6,7 +6,7 @@ use std::sync::{
     atomic::{AtomicUsize, Ordering},
 };
 
-use accel_graph_api::prelude::*;
+use accel_graph_api::{HostCallback, prelude::*};
 use accel_graph_mock::{MockBackend, MockConfig};
 
 #[test]
@@ -193,5 +193,87 @@ fn unsafe_calls_and_frees_never_meet_a_capture_at_the_device() -> Result<()> {
         (0, 0),
         "calls that reached the device during a capture they conflict with"
     );
+    Ok(())
+}
+
+/// Counts the host callbacks made and dropped: a callback's data freed twice (an eager
+/// trampoline recorded as a graph node and run again by a replay) drops its closure twice, or
+/// crashes; one never freed is a leak.
+#[derive(Default)]
+struct CallbackLedger {
+    made: AtomicUsize,
+    dropped: AtomicUsize,
+    runs: AtomicUsize,
+}
+
+/// A closure's share of the ledger: dropped with the closure.
+struct Entry(Arc<CallbackLedger>);
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.0.dropped.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+impl CallbackLedger {
+    fn callback(self: &Arc<Self>) -> HostCallback {
+        self.made.fetch_add(1, Ordering::AcqRel);
+        let entry = Entry(Arc::clone(self));
+        Arc::new(move || {
+            entry.0.runs.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+}
+
+/// One thread issues eager host callbacks on a stream while another keeps beginning relaxed
+/// captures on it and replaying them. Whether each callback is eager (its trampoline frees it
+/// when it runs) or captured (the graph keeps it) is decided and launched with the stream's
+/// membership settled, so a capture begun in between cannot record an eager trampoline as a
+/// node — which every replay would run again on freed memory (it crashed in 3 runs of 3).
+#[test]
+fn an_eager_host_callback_never_becomes_a_node_of_a_capture_begun_meanwhile() -> Result<()> {
+    const CAPTURES: usize = 10_000;
+    let b = MockBackend::new();
+    let baseline = b.memory_stats();
+    let s = b.new_stream()?;
+    let ledger = Arc::new(CallbackLedger::default());
+    let done = AtomicUsize::new(0);
+    std::thread::scope(|scope| -> Result<()> {
+        let issuer = scope.spawn(|| -> Result<()> {
+            let _on_s = b.use_stream(&s)?;
+            while done.load(Ordering::Acquire) == 0 {
+                b.host_callback(ledger.callback())?;
+            }
+            Ok(())
+        });
+        let capturer = scope.spawn(|| -> Result<()> {
+            let captured = (|| -> Result<()> {
+                for _ in 0..CAPTURES {
+                    let mut g =
+                        b.graph(GraphOptions::new().capture_error_mode(CaptureErrorMode::Relaxed))?;
+                    b.capture_on(&s, &mut g, || Ok(()))?;
+                    g.replay()?;
+                    g.replay()?;
+                }
+                Ok(())
+            })();
+            done.store(1, Ordering::Release);
+            captured
+        });
+        issuer.join().expect("the issuing thread panicked")?;
+        capturer.join().expect("the capturing thread panicked")
+    })?;
+    b.synchronize()?;
+    let made = ledger.made.load(Ordering::Acquire);
+    assert!(made > 0);
+    assert_eq!(
+        ledger.dropped.load(Ordering::Acquire),
+        made,
+        "every callback is dropped exactly once"
+    );
+    // Eager callbacks ran once; captured ones ran at each of their graph's two replays.
+    assert!(ledger.runs.load(Ordering::Relaxed) >= made);
+    drop(s);
+    assert_eq!(b.memory_stats(), baseline);
     Ok(())
 }
