@@ -28,9 +28,9 @@ use accel_graph_api::{
 
 use self::{
     capture_modes::{
-        AnotherInstance, AnotherInstanceAndThread, AnotherThread, CaptureEnd, CapturingThread,
-        EveryMode,
-        Expect::{Allowed, Refused, WrongThread},
+        AnotherInstance, AnotherInstanceAndThread, AnotherThread, CaptureEnd, CaptureEndElsewhere,
+        CapturingThread, EveryMode,
+        Expect::{Allowed, Refused, StreamMismatch, WrongThread},
         IsCapturing, OtherThread, PlainAlloc, SameThread, SyncCapturingStream, Synchronize, row,
         rows,
     },
@@ -478,6 +478,18 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
             MODES,
             modes,
             capture_modes::every_unsafe_call,
+        ),
+        Case::new(
+            "5.06u capture_end from another thread with its own stream current: WrongThread \
+             (relaxed: CaptureStreamMismatch), the capture goes on",
+            MODES,
+            modes,
+            rows([
+                row(Global, AnotherThread, CaptureEndElsewhere, WrongThread),
+                row(ThreadLocal, AnotherThread, CaptureEndElsewhere, WrongThread),
+                row(Default, AnotherThread, CaptureEndElsewhere, WrongThread),
+                row(Relaxed, AnotherThread, CaptureEndElsewhere, StreamMismatch),
+            ]),
         ),
         // 5.07 multi-stream capture.
         Case::new(
