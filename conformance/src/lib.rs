@@ -72,8 +72,8 @@ mod warnings;
 pub use accel_graph_api;
 pub use case::{Case, CaseResult, Requirement, requirements};
 pub use config::{
-    LIFETIMES_ENV, PROGRAMS_ENV, REPETITIONS_ENV, SEQUENCES_ENV, STRESS_CYCLES_ENV, SuiteConfig,
-    TORCH_REPLAYS_ENV,
+    CAPTURE_RACE_ROUNDS_ENV, LIFETIMES_ENV, PROGRAMS_ENV, REPETITIONS_ENV, SEQUENCES_ENV,
+    STREAM_ORDER_ELEMENTS_ENV, STRESS_CYCLES_ENV, SuiteConfig, TORCH_REPLAYS_ENV,
 };
 pub use harness::{run_trials, trials};
 pub use libtest_mimic;

@@ -18,6 +18,7 @@ mod ops;
 mod panic_safety;
 mod pools;
 mod state_machine;
+mod stream_order;
 mod torch_parity;
 mod utilities;
 
@@ -729,5 +730,7 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
     .chain(hardening::cases())
     // 11: PyTorch parity.
     .chain(torch_parity::cases())
+    // 12: stream order and capture membership.
+    .chain(stream_order::cases())
     .collect()
 }
