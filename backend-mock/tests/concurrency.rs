@@ -27,6 +27,64 @@ fn a_host_callback_may_use_the_backend() -> Result<()> {
     Ok(())
 }
 
+/// On the mock a host callback runs inside the call that issued it, which holds the stream's
+/// membership settled: the callback's own calls on that stream go ahead (an op, an event
+/// recorded and waited on there), but a wait that would fork the stream into a capture is
+/// refused with `Unsupported` — nothing may change a settled stream's membership, and no
+/// call inside a host callback may block (CUDA permits none there at all).
+#[test]
+fn a_host_callback_may_order_its_own_stream_but_not_fork_it() -> Result<()> {
+    let b = MockBackend::new();
+    let (s, cap) = (b.new_stream()?, b.new_stream()?);
+    let x = Arc::new(b.alloc_from(&[0.0])?);
+    let y = b.alloc_from(&[0.0])?;
+    let own = Arc::new(b.new_event()?);
+    let in_capture = Arc::new(b.new_event()?);
+    let mut g = b.graph(GraphOptions::new())?;
+    let outcomes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    {
+        let _cap = b.use_stream(&cap)?;
+        g.capture_begin()?;
+        b.add_scalar(&y, 1.0)?;
+        b.record_event(&in_capture)?;
+    }
+    {
+        let _on_s = b.use_stream(&s)?;
+        let (b2, x2, own2, captured2, outcomes2) = (
+            b.clone(),
+            Arc::clone(&x),
+            Arc::clone(&own),
+            Arc::clone(&in_capture),
+            Arc::clone(&outcomes),
+        );
+        b.host_callback(Arc::new(move || {
+            let ordered = b2
+                .add_scalar(&x2, 1.0)
+                .and_then(|()| b2.record_event(&own2))
+                .and_then(|()| b2.wait_event(&own2));
+            let forked = b2.wait_event(&captured2);
+            outcomes2.lock().unwrap().push((ordered, forked));
+        }))?;
+    }
+    {
+        let _cap = b.use_stream(&cap)?;
+        g.capture_end()?;
+    }
+    let outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
+    assert_eq!(outcomes.len(), 1, "the callback ran once");
+    let (ordered, forked) = &outcomes[0];
+    assert!(ordered.is_ok(), "{ordered:?}");
+    assert!(
+        matches!(forked, Err(GraphError::Unsupported { .. })),
+        "{forked:?}"
+    );
+    assert!(!b.is_capturing(&s)?);
+    assert_eq!(b.download(&x)?, vec![1.0]);
+    g.replay()?;
+    assert_eq!(b.download(&y)?, vec![1.0]);
+    Ok(())
+}
+
 #[test]
 fn streams_and_backends_are_usable_from_many_threads() {
     let b = MockBackend::new();

@@ -338,7 +338,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let stream = shared.current.get();
         // The wait may fork the stream into a capture: its membership changes together with
         // the driver's wait, under its membership lock (see `crate::stream`).
-        let _membership = stream.inner.membership_lock_for_call()?;
+        let membership = stream.inner.membership_lock_for_call()?;
         let joined_before = match stream.inner.capture() {
             Some(entry) => {
                 entry.record.ensure_valid()?;
@@ -355,6 +355,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
         } else {
             event.recorded_in()
         };
+        if membership.is_none() && target.is_some() {
+            // A host callback of a call holding this stream settled would fork it.
+            return Err(crate::stream::busy_in_callback());
+        }
         let origin = target
             .as_ref()
             .and_then(|entry| entry.origin())

@@ -18,15 +18,20 @@
 //!   `wait_event` (the forked stream, and the capture's origin for reading, so that the
 //!   capture cannot end meanwhile).
 //!
-//! Deadlock freedom: a thread holds one stream's read lock, or a forked stream's write lock
-//! and an origin's read lock, or an origin's and its members' write locks; write locks are
-//! held only around driver calls that never wait for device work; the domain's gate may be
-//! taken under a stream lock, never the other way round. Host callbacks never block on a
-//! stream lock (a wait holding a read lock may be waiting for that very callback): the stream
-//! their issuer holds is settled already, any other is tried once, and a call on a stream
-//! another thread is beginning or ending a capture on is refused there (CUDA permits no
-//! runtime call in a host function anyway). The cost on the hot path is one uncontended
-//! read lock, with no allocation.
+//! Deadlock freedom: a thread waits for one stream's read lock, or a forked stream's write
+//! lock and then an origin's read lock, or an origin's and then its members' write locks;
+//! write locks are held around driver calls that never wait for device work, and around
+//! `capture_begin`'s registration under the domain's gate (the gate may be taken under a
+//! stream lock, never the other way round; its readers wait for device work only while no
+//! capture runs). Calls inside host callbacks never
+//! wait for a read lock or a fork's write lock (a wait holding a read lock may be waiting for
+//! that very callback): the stream their issuer holds is settled already (so a wait there may
+//! order it but not fork it), any other is tried once, and a call on a stream another thread
+//! is beginning, ending or forking a capture on is refused there (CUDA permits no runtime call
+//! in a host function anyway). A capture ended in a callback (its graph dropped there) does
+//! wait for its streams' write locks: the calls holding those decide on capturing streams,
+//! where nothing waits for device work. The cost on the hot path is one uncontended read
+//! lock, with no allocation.
 
 use std::{
     cell::Cell,
@@ -86,7 +91,7 @@ impl<D: Driver> Settled<'_, D> {
 }
 
 /// The refusal of a call inside a host callback on a stream whose membership lock is in use.
-fn busy_in_callback() -> GraphError {
+pub(crate) fn busy_in_callback() -> GraphError {
     GraphError::Unsupported {
         what: "a call inside a host callback on a stream whose capture another thread is \
                beginning, ending or forking (no runtime call is permitted in a host function); \
@@ -140,15 +145,20 @@ impl<D: Driver> StreamInner<D> {
     }
 
     /// [`StreamInner::membership_lock`] for a call that may change the membership (a wait
-    /// that forks the stream into a capture): inside a host callback, where no wait may
-    /// block, a lock in use is refused with [`GraphError::Unsupported`].
-    pub(crate) fn membership_lock_for_call(&self) -> Result<RwLockWriteGuard<'_, ()>> {
+    /// that forks the stream into a capture). Inside a host callback, where no wait may
+    /// block: `None` if this thread's outer call holds the stream settled (nothing may change
+    /// the membership then, so the caller must refuse a fork), and a lock in use elsewhere is
+    /// refused with [`GraphError::Unsupported`].
+    pub(crate) fn membership_lock_for_call(&self) -> Result<Option<RwLockWriteGuard<'_, ()>>> {
         if !in_host_callback() {
-            return Ok(self.membership_lock());
+            return Ok(Some(self.membership_lock()));
+        }
+        if SETTLED.with(Cell::get) == self.address() {
+            return Ok(None);
         }
         match self.settle.try_write() {
-            Ok(write) => Ok(write),
-            Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+            Ok(write) => Ok(Some(write)),
+            Err(TryLockError::Poisoned(e)) => Ok(Some(e.into_inner())),
             Err(TryLockError::WouldBlock) => Err(busy_in_callback()),
         }
     }
