@@ -5,7 +5,8 @@
 //! case checks one point of the semantics (capture records without executing, replay equals
 //! eager, `keep_graph`, every misuse as its own [`accel_graph_api::GraphError`], capture
 //! modes, fork/join, pools, debug dumps, panic safety, empty captures, replay streams,
-//! introspection), and the seed utilities of `accel-graph-utils` (graphed callables, the
+//! introspection, memory-safe replay, hardening, PyTorch's own graph tests, stream order
+//! across streams and threads), and the seed utilities of `accel-graph-utils` (graphed callables, the
 //! full-iteration wrapper, shared resources, the bucketed cache), using only the public
 //! `Backend` / `AcceleratorGraph` API. Two randomized cases run seeded, reproducible random
 //! programs (replay == eager, bit for bit) and random API call sequences checked against a model

@@ -142,7 +142,8 @@ impl<D: Driver> Shared<D> {
 
     /// Host callbacks of a reset graph: dropped once no launch can call them any more — now,
     /// after a device synchronization, unless a capture runs (which a synchronization would
-    /// break); then at the next synchronization.
+    /// break) or this is a host callback (where no runtime call is permitted); then at the
+    /// next synchronization.
     #[allow(clippy::vec_box)]
     pub(crate) fn retire_callbacks(&self, callbacks: Vec<Box<HostCall>>) {
         if callbacks.is_empty() {
@@ -150,10 +151,15 @@ impl<D: Driver> Shared<D> {
         }
         let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
         retired.extend(callbacks);
-        if !self.domain.capture_active()
-            && self.driver.bind().is_ok()
-            && self.driver.synchronize().is_ok()
-        {
+        // Checked and synchronized while no capture can begin, as `synchronize` does: a
+        // capture begun after the check would meet the device-wide wait.
+        let synchronized = !in_host_callback()
+            && self.domain.excluding_capture_begins(|| {
+                !self.domain.capture_active()
+                    && self.driver.bind().is_ok()
+                    && self.driver.synchronize().is_ok()
+            });
+        if synchronized {
             retired.clear();
         }
     }
