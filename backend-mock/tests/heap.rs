@@ -101,7 +101,7 @@ fn current_stream_slots_of_dropped_backends_are_purged() -> Result<()> {
 /// and join it back, allocating and dropping pool temporaries on both, made and dropped on
 /// the same streams (a free point lives with its free block), and short-lived streams ordered
 /// after the main stream and the main stream after them (its view forgets them once dropped:
-/// keeping them grew it by 24 bytes a stream).
+/// views that never forgot kept 4 MB for 20,000 such streams, and slowed each wait).
 #[test]
 fn stream_order_keeps_no_memory_per_capture_or_stream() -> Result<()> {
     const CAPTURES: usize = 2000;
