@@ -98,7 +98,7 @@ def main():
     print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}")
     print(
         f"step: {SIDE_TEMPS} side temporaries and {MAIN_TEMPS} main temporaries of "
-        f"{ELEMS // MIB} MiB, 3 outputs; replay equals eager: {same}"
+        f"{ELEMS // MIB} MiB, two accumulators, one output; replay equals eager: {same}"
     )
     print(f"pool_reserved_bytes {pool_bytes}")
     print(

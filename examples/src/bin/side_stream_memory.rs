@@ -125,7 +125,7 @@ impl BackendJob for Cli {
             .all(|(r, e)| r.to_bits() == e.to_bits());
         println!(
             "step: {SIDE_TEMPS} side temporaries and {MAIN_TEMPS} main temporaries of {} MiB, \
-             3 outputs; replay equals eager: {same}",
+             two accumulators, one output; replay equals eager: {same}",
             ELEMS / MIB
         );
         println!("pool_reserved_bytes {reserved}");
