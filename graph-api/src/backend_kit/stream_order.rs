@@ -185,11 +185,6 @@ impl StreamOrder {
         }
     }
 
-    /// The rule the pools apply.
-    pub fn rule(&self) -> ReuseRule {
-        self.rule
-    }
-
     /// A fresh tick: take it *before* the driver call it stands for (a record, a wait for
     /// completion), so that every free it covers was made before that call was issued.
     pub fn now(&self) -> u64 {
