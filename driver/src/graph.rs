@@ -60,13 +60,36 @@ impl<D: Driver> DriverGraph<D> {
         self.kept.blocks()
     }
 
-    /// Ends the capture's bookkeeping (the driver's capture is over already): its streams leave
-    /// it, the domain's count goes down, its holds move to the graph. Returns why the rules
-    /// invalidated it, if they did.
-    fn finish_capture(&mut self, capturing: &Capturing<D>) -> Option<String> {
+    /// Ends the capture in the driver and closes its membership at once, under the membership
+    /// locks of its origin and of every stream forked into it, so no op of another thread
+    /// decides "capturing" and then reaches a driver whose capture is over (a host callback
+    /// would then run a trampoline the graph frees). Returns the driver's result and what the
+    /// graph must keep alive.
+    fn end_in_driver(&self, capturing: &Capturing<D>) -> (Result<D::Graph>, KeepAlive<D>) {
+        let shared = &self.shared;
+        let _origin = capturing.stream.inner.membership_lock();
+        // No stream joins from here: a fork holds the origin's lock for reading.
+        let forked = capturing.entry.forked_members();
+        let _forked: Vec<_> = forked.iter().map(|s| s.membership_lock()).collect();
+        let ended = shared.bind().and_then(|()| {
+            shared.check(
+                // SAFETY: ends the capture this graph began (`self.capture` held it); its
+                // membership closes right here, under the same locks, and `finish_capture`
+                // closes the rest of its books (domain count, rules); the kept blocks move to
+                // this graph, which holds them while the raw graph and its executables live.
+                unsafe { shared.driver.end_capture(&capturing.stream.inner.raw) },
+                CallSite::op("capture_end"),
+            )
+        });
+        (ended, capturing.entry.close())
+    }
+
+    /// Ends the capture's bookkeeping once the driver's capture and its membership are over
+    /// ([`DriverGraph::end_in_driver`]): the domain's count goes down, the holds move to the
+    /// graph. Returns why the rules invalidated it, if they did.
+    fn finish_capture(&mut self, capturing: &Capturing<D>, kept: KeepAlive<D>) -> Option<String> {
         let entry = &capturing.entry;
         self.shared.captures().retain(|c| !Arc::ptr_eq(c, entry));
-        let kept = entry.close();
         let invalidated = self.shared.domain.rules.end(&entry.record);
         self.shared.domain.capture_ended();
         self.kept = kept;
@@ -118,18 +141,22 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             None => shared.pools.issue_private_pool(),
         };
         let hold = MemoryPools::hold_pool(&shared.pools, pool);
+        // The membership and the driver's capture change together (see `crate::stream`): an op
+        // another thread issues on the stream runs either before both or after both.
+        let membership = stream.inner.membership_lock();
         // Counted and registered before the driver begins: from here on, frees of the domain
         // wait and the rules refuse the unsafe calls the capture forbids.
         let record = shared.domain.capture_starting(mode);
-        let entry = CaptureEntry::new(pool, record, self.serial);
-        // Joined before the driver begins, so work another thread issues on the stream in
-        // between is kept alive too. (A new entry is open: the join cannot be refused.)
-        let _ = entry.join(&stream.inner);
+        let entry = CaptureEntry::new(pool, record, self.serial, &stream.inner);
+        // A stream taking part in another capture keeps that membership (the driver refuses
+        // the begin); a new entry is open, so otherwise the join cannot be refused.
+        let joined = stream.inner.capture().is_none() && entry.join(&stream.inner);
         let begun = shared.bind().and_then(|()| {
             shared.check(
                 // SAFETY: this is the driver layer beginning its own capture: the domain
                 // counts it (`capture_starting` above: frees are gated) and the stream joined
-                // the capture's entry, so the ops issued on it are kept alive.
+                // the capture's entry, under its membership lock, so the ops issued on it are
+                // kept alive.
                 unsafe { shared.driver.begin_capture(&stream.inner.raw, mode) },
                 CallSite::op("capture_begin"),
             )
@@ -139,7 +166,11 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
                 shared.driver.capture_id(&stream.inner.raw),
                 CallSite::op("capture_begin"),
             ) {
-                Ok(Some(id)) => Ok(id),
+                Ok(Some(id)) if joined => Ok(id),
+                Ok(Some(_)) => Err(GraphError::CaptureInvalidated {
+                    reason: "capture_begin on a stream that takes part in another capture"
+                        .to_owned(),
+                }),
                 Ok(None) => {
                     // Begun but not reported active: end it again so nothing stays capturing.
                     // SAFETY: ends the capture begun just above, whose books (the domain's
@@ -163,12 +194,14 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             Ok(id) => id,
             Err(e) => {
                 entry.close();
+                drop(membership);
                 shared.domain.rules.end(&entry.record);
                 shared.domain.capture_ended();
                 return Err(e);
             }
         };
         entry.set_driver_id(id);
+        drop(membership);
         shared.captures().push(Arc::clone(&entry));
         self.pool = Some(hold);
         let span = tracing::info_span!(
@@ -192,28 +225,21 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         let Some(capturing) = self.capture.as_ref() else {
             return Err(GraphError::NotCapturing);
         };
-        // Both checks leave the capture running. The thread is checked here, before the
-        // driver: CUDA's `cuStreamEndCapture` from another thread fails *and terminates the
-        // capture*, while the API promises the capture goes on.
+        // Both checks leave the capture running, and come before the driver: CUDA's
+        // `cuStreamEndCapture` from another thread fails *and terminates the capture*. The
+        // thread first: outside relaxed mode no other thread can end the capture, whatever
+        // its current stream, so `CaptureStreamMismatch` (make the capture stream current)
+        // would give advice that cannot be followed there.
+        capturing.entry.record.check_end()?;
         if self.shared.current.get() != capturing.stream {
             return Err(GraphError::CaptureStreamMismatch);
         }
-        capturing.entry.record.check_end()?;
         let Some(capturing) = self.capture.take() else {
             return Err(GraphError::NotCapturing);
         };
         let shared = Arc::clone(&self.shared);
-        let ended = shared.bind().and_then(|()| {
-            shared.check(
-                // SAFETY: ends the capture this graph began (`self.capture` held it);
-                // `finish_capture` below closes its books (membership, domain count, rules),
-                // and the entry's kept blocks move to this graph, which holds them while the
-                // raw graph and its executables live.
-                unsafe { shared.driver.end_capture(&capturing.stream.inner.raw) },
-                CallSite::op("capture_end"),
-            )
-        });
-        let invalidated = self.finish_capture(&capturing);
+        let (ended, kept) = self.end_in_driver(&capturing);
+        let invalidated = self.finish_capture(&capturing, kept);
         let graph = match (ended, invalidated) {
             (_, Some(reason)) => return Err(GraphError::CaptureInvalidated { reason }),
             (Err(GraphError::WrongThread), None) => {
@@ -259,7 +285,8 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         shared.current.with(|stream| {
             // An upload on a capturing stream would join that capture; the first launch
             // uploads instead.
-            if stream.inner.capture().is_none() {
+            let settled = stream.inner.settled()?;
+            if settled.capture().is_none() {
                 let _upload = tracing::info_span!("upload", graph = self.serial).entered();
                 shared.check(
                     shared.driver.upload_exec(exec, &stream.inner.raw),
@@ -284,7 +311,10 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         // there are none).
         shared.domain.flush();
         shared.current.with(|stream| {
-            if stream.inner.capture().is_some() {
+            // Decided and launched with the membership settled: a capture another thread
+            // begins on the stream meanwhile would record the launch as a node.
+            let settled = stream.inner.settled()?;
+            if settled.capture().is_some() {
                 return Err(GraphError::Unsupported {
                     what: "replaying a graph on a stream that is capturing (a child-graph node); \
                            replay it on a stream that is not capturing"
@@ -312,12 +342,10 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
     fn reset(&mut self) {
         if let Some(capturing) = self.capture.take() {
             // Aborts the capture. Errors are ignored: the capture is discarded either way (the
-            // driver ends it even when it answers "wrong thread" to a reset from elsewhere).
-            let _ = self.shared.driver.bind();
-            // SAFETY: aborts the capture this graph began; `finish_capture` right after
-            // closes its books, and the raw graph returned is dropped unlaunched.
-            let _ = unsafe { self.shared.driver.end_capture(&capturing.stream.inner.raw) };
-            self.finish_capture(&capturing);
+            // driver ends it even when it answers "wrong thread" to a reset from elsewhere),
+            // and the raw graph returned is dropped unlaunched.
+            let (_, kept) = self.end_in_driver(&capturing);
+            self.finish_capture(&capturing, kept);
         }
         self.drop_objects();
         let kept = std::mem::take(&mut self.kept);

@@ -8,8 +8,9 @@
 //! smaller graphs reuse its memory.
 //!
 //! Shapes here are lengths: input `i` of a batch of `n` rows has `n * widths[i]` elements.
-//! Every such size is computed with checked arithmetic: a size that overflows is an error,
-//! never a wrapped length.
+//! Every such size is computed with checked arithmetic: a size that overflows is
+//! [`GraphError::OutOfMemory`] (as `alloc` answers a byte size that overflows), never a
+//! wrapped length.
 #![deny(clippy::arithmetic_side_effects)]
 
 use std::collections::BTreeMap;
@@ -447,10 +448,12 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             } else {
                 self.staging.clear();
                 self.staging.extend_from_slice(data);
-                self.staging
-                    .resize(elements(bucket, width)?, self.options.pad_value);
+                self.staging.resize(
+                    elements(&self.backend, bucket, width)?,
+                    self.options.pad_value,
+                );
                 self.backend.upload(dst, &self.staging)?;
-                let padding = elements(bucket.saturating_sub(batch), width)?;
+                let padding = elements(&self.backend, bucket.saturating_sub(batch), width)?;
                 self.stats.padded_elements =
                     self.stats.padded_elements.saturating_add(padding as u64);
             }
@@ -491,7 +494,7 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             .widths
             .iter()
             .map(|&width| {
-                let buffer = backend.alloc(elements(bucket, width)?)?;
+                let buffer = backend.alloc(elements(backend, bucket, width)?)?;
                 backend.fill(&buffer, self.options.pad_value)?;
                 Ok(buffer)
             })
@@ -581,13 +584,11 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
     }
 }
 
-/// Elements of `rows` rows of `width`, checked.
-fn elements(rows: usize, width: usize) -> Result<usize> {
-    rows.checked_mul(width).ok_or_else(|| {
-        GraphError::ArgumentMismatch(format!(
-            "bucketed graph cache: {rows} rows of {width} elements overflow the address space"
-        ))
-    })
+/// Elements of `rows` rows of `width`, checked: a count that overflows is memory no device
+/// holds, `OutOfMemory` as for an `alloc` whose byte size overflows.
+fn elements<B: Backend>(backend: &B, rows: usize, width: usize) -> Result<usize> {
+    rows.checked_mul(width)
+        .ok_or_else(|| GraphError::size_overflow(backend.kind().name()))
 }
 
 /// Outputs must be whole rows of `rows`, so padding rows can be cut off.
