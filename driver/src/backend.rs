@@ -71,6 +71,32 @@ impl<D: Driver> DriverBackend<D> {
         self.shared.pools.raw().deferred_bytes()
     }
 
+    /// A stream of this instance over `raw`, a driver stream made outside the backend (a
+    /// backend crate's `unsafe` raw constructor builds `raw`; its safety contract is that
+    /// crate's). A stream capturing now is refused with [`GraphError::Unsupported`]: its
+    /// capture was begun outside the backend, which could not keep alive the memory of the
+    /// work captured into it.
+    pub fn adopt_stream(&self, raw: D::Stream) -> Result<DriverStream<D>> {
+        let shared = &self.shared;
+        shared.bind()?;
+        let capturing =
+            shared.check(shared.driver.capture_id(&raw), CallSite::op("adopt_stream"))?;
+        if capturing.is_some() {
+            return Err(GraphError::Unsupported {
+                what: "adopting a stream that is capturing: the capture was begun outside the \
+                       backend; end it, then begin captures through the backend (capture_begin, \
+                       capture_on)"
+                    .to_owned(),
+            });
+        }
+        Ok(DriverStream::new(
+            &*shared.driver,
+            raw,
+            shared.id,
+            shared.pools.order().new_stream(),
+        ))
+    }
+
     fn own_stream(&self, stream: &DriverStream<D>) -> Result<()> {
         if stream.inner.instance == self.shared.id {
             Ok(())
