@@ -1,5 +1,7 @@
 //! `DriverBackend`: the [`Backend`] written once over a [`Driver`].
 
+mod interop;
+
 use std::sync::Arc;
 
 use accel_graph_api::{
