@@ -211,6 +211,6 @@ impl HipBackend {
                     .to_owned(),
             )
         })?;
-        self.adopt_stream(stream)
+        self.wrap_stream(stream)
     }
 }

@@ -1,5 +1,7 @@
 //! `DriverBackend`: the [`Backend`] written once over a [`Driver`].
 
+mod interop;
+
 use std::sync::Arc;
 
 use accel_graph_api::{
@@ -69,32 +71,6 @@ impl<D: Driver> DriverBackend<D> {
     /// Bytes of device frees waiting for a capture to end.
     pub fn deferred_free_bytes(&self) -> usize {
         self.shared.pools.raw().deferred_bytes()
-    }
-
-    /// A stream of this instance over `raw`, a driver stream made outside the backend (a
-    /// backend crate's `unsafe` raw constructor builds `raw`; its safety contract is that
-    /// crate's). A stream capturing now is refused with [`GraphError::Unsupported`]: its
-    /// capture was begun outside the backend, which could not keep alive the memory of the
-    /// work captured into it.
-    pub fn adopt_stream(&self, raw: D::Stream) -> Result<DriverStream<D>> {
-        let shared = &self.shared;
-        shared.bind()?;
-        let capturing =
-            shared.check(shared.driver.capture_id(&raw), CallSite::op("adopt_stream"))?;
-        if capturing.is_some() {
-            return Err(GraphError::Unsupported {
-                what: "adopting a stream that is capturing: the capture was begun outside the \
-                       backend; end it, then begin captures through the backend (capture_begin, \
-                       capture_on)"
-                    .to_owned(),
-            });
-        }
-        Ok(DriverStream::new(
-            &*shared.driver,
-            raw,
-            shared.id,
-            shared.pools.order().new_stream(),
-        ))
     }
 
     fn own_stream(&self, stream: &DriverStream<D>) -> Result<()> {

@@ -189,7 +189,9 @@ impl<D: Driver> Shared<D> {
                 Ok(true)
             }
             None => Err(GraphError::Unsupported {
-                what: "raw work on a stream that captures into a capture this backend did not                        begin: begin captures through the backend (capture_begin, capture_on)                        so that their graphs keep the memory their work uses"
+                what: "raw work on a stream that captures into a capture this backend did not \
+                       begin: begin captures through the backend (capture_begin, capture_on) \
+                       so that their graphs keep the memory their work uses"
                     .to_owned(),
             }),
         }

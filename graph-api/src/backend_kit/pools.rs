@@ -264,16 +264,24 @@ impl<A: RawAllocator> MemoryPools<A> {
     /// A plain allocation straight from the device.
     pub fn alloc_plain(&self, bytes: usize) -> Result<Allocation<A::Block>> {
         let block = self.raw.allocate(bytes)?;
+        Ok(self.adopt_plain(block, bytes))
+    }
+
+    /// A plain allocation of `bytes` bytes over `block`, a block the raw allocator did not
+    /// allocate here but can release (memory handed over by another library): from now on it
+    /// follows the rules of a plain block, released to the raw allocator once no buffer and no
+    /// graph uses it.
+    pub fn adopt_plain(&self, block: A::Block, bytes: usize) -> Allocation<A::Block> {
         let address = self.raw.address(&block);
         let mut inner = self.lock();
         let id = Self::insert(&mut inner, block.clone(), address, bytes, None, None);
-        Ok(Allocation {
+        Allocation {
             id,
             block,
             bytes,
             pool: None,
             address,
-        })
+        }
     }
 
     /// An allocation from `pool` for work on `stream`: the smallest free block of the pool
