@@ -85,7 +85,10 @@ impl std::fmt::Debug for Command {
 /// Encodes a run of commands into one encoder: consecutive dispatches share a compute pass,
 /// copies and timestamps go between passes, host functions are not part of a run. `None` when
 /// the run holds no GPU work.
-fn encode_run(device: &wgpu::Device, commands: &[Command]) -> Option<wgpu::CommandBuffer> {
+pub(crate) fn encode_run(
+    device: &wgpu::Device,
+    commands: &[Command],
+) -> Option<wgpu::CommandBuffer> {
     let mut encoder: Option<wgpu::CommandEncoder> = None;
     // `forget_lifetime` lets the pass live next to the encoder; wgpu then locks the encoder at
     // run time until the pass drops, which happens before every copy or timestamp.

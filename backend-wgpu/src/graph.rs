@@ -2,9 +2,9 @@
 //! makes of it — GPU runs re-encoded into one encoder and one submit per replay, host
 //! functions in between.
 
-use accel_graph_api::GraphTopology;
+use accel_graph_api::{GraphError, GraphTopology};
 use accel_graph_driver::{
-    DriverResult,
+    DriverError, DriverResult,
     api::DriverGraphs,
     software::{self, Node},
 };
@@ -62,6 +62,8 @@ enum Step {
 /// [`accel_graph_api::Graph::executable`] returns.
 pub struct WgpuExecutable {
     steps: Vec<Step>,
+    /// Some dispatch binds resources its user owns: replays check for validation errors.
+    checked: bool,
 }
 
 impl WgpuExecutable {
@@ -97,6 +99,10 @@ impl DriverGraphs for WgpuDevice {
     fn instantiate(&self, graph: &WgpuRawGraph) -> DriverResult<WgpuExecutable> {
         let mut steps = Vec::new();
         let mut run: Vec<Command> = Vec::new();
+        let checked = graph
+            .nodes
+            .iter()
+            .any(|n| matches!(&n.command, Command::Dispatch(d) if d.is_foreign()));
         for node in &graph.nodes {
             match &node.command {
                 Command::Host(f) => {
@@ -112,7 +118,7 @@ impl DriverGraphs for WgpuDevice {
         if !run.is_empty() {
             steps.push(Step::Gpu(run));
         }
-        Ok(WgpuExecutable { steps })
+        Ok(WgpuExecutable { steps, checked })
     }
 
     fn upload_exec(&self, _exec: &WgpuExecutable, _stream: &WgpuStreamState) -> DriverResult<()> {
@@ -120,18 +126,32 @@ impl DriverGraphs for WgpuDevice {
         Ok(())
     }
 
+    /// A graph with dispatches of users' pipelines replays inside an error scope: their bind
+    /// groups may reference resources destroyed or mapped since capture, which wgpu refuses
+    /// at the submit; that is this replay's error instead of an uncaptured one.
     unsafe fn launch_exec(
         &self,
         exec: &WgpuExecutable,
         stream: &WgpuStreamState,
     ) -> DriverResult<()> {
+        let scope = exec.checked.then(|| {
+            self.gpu()
+                .device
+                .push_error_scope(wgpu::ErrorFilter::Validation)
+        });
         for step in &exec.steps {
             match step {
                 Step::Gpu(commands) => self.submit_run(stream, commands),
                 Step::Host(f) => self.run_host(stream, *f)?,
             }
         }
-        Ok(())
+        match scope.map(|s| pollster::block_on(s.pop())) {
+            Some(Some(error)) => Err(DriverError::Api(GraphError::KernelFailed {
+                kernel: "a user pipeline in the replayed graph".to_owned(),
+                message: error.to_string(),
+            })),
+            _ => Ok(()),
+        }
     }
 
     fn node_count(&self, graph: &WgpuRawGraph) -> DriverResult<usize> {
