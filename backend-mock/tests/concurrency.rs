@@ -79,6 +79,8 @@ fn a_host_callback_may_order_its_own_stream_but_not_fork_it() -> Result<()> {
         "{forked:?}"
     );
     assert!(!b.is_capturing(&s)?);
+    // The callback's op ran on `s`: wait for it before reading on the default stream.
+    b.stream_synchronize(&s)?;
     assert_eq!(b.download(&*x)?, vec![1.0]);
     g.replay()?;
     assert_eq!(b.download(&y)?, vec![1.0]);
