@@ -553,7 +553,7 @@ impl DriverEditing for CudaDevice {
         _graph: &mut CuGraph,
         key: CuNode,
         exec: Option<(&mut CuGraphExec, CuNode)>,
-        _module: &(),
+        _module: &crate::kernels::CuModule,
         _kernel: &Kernel,
         _grid: [u32; 3],
         args: &[RawArg<'_, CuBlock>],

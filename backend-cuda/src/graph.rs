@@ -58,6 +58,7 @@ impl DriverGraphs for CudaDevice {
     }
 
     fn upload_exec(&self, exec: &CuGraphExec, stream: &CuStream) -> DriverResult<()> {
+        self.check_joined(stream)?;
         // SAFETY: uploads a live executable in the stream's order.
         check(
             unsafe { sys::cuGraphUpload(exec.raw, stream.cu_stream()) },
@@ -65,8 +66,24 @@ impl DriverGraphs for CudaDevice {
         )
     }
 
-    accel_graph_driver::native_launch_and_count! {
-        CuStream => cu_stream, check; launch: sys::cuGraphLaunch, nodes: sys::cuGraphGetNodes;
+    // Written out rather than with `native_launch_and_count!` for the check of adopted
+    // streams: a launch recorded into a capture the backend did not begin would put this
+    // graph's memory into a graph that does not keep it alive.
+    #[inline]
+    unsafe fn launch_exec(&self, exec: &CuGraphExec, stream: &CuStream) -> DriverResult<()> {
+        self.check_joined(stream)?;
+        // SAFETY: live executable and stream (this method's contract: its captured memory is
+        // alive).
+        let status = unsafe { sys::cuGraphLaunch(exec.raw, stream.cu_stream()) };
+        check(status, "cuGraphLaunch")
+    }
+
+    fn node_count(&self, graph: &CuGraph) -> DriverResult<usize> {
+        let mut count = 0usize;
+        // SAFETY: counting query on a live graph (a null node array asks for the count).
+        let status = unsafe { sys::cuGraphGetNodes(graph.raw, ptr::null_mut(), &mut count) };
+        check(status, "cuGraphGetNodes")?;
+        Ok(count)
     }
 
     fn topology(&self, graph: &CuGraph) -> DriverResult<GraphTopology> {

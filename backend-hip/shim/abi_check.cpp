@@ -6,6 +6,8 @@
 #include <hip/hip_runtime_api.h>
 #include <hip/hiprtc.h>
 
+#include <cstddef>
+
 #include "hip_abi.h"
 
 #define SAME(shim, hip) static_assert((long long)(shim) == (long long)(hip), #hip)
@@ -88,6 +90,21 @@ SAME(SHIM_HIPRTC_SUCCESS, HIPRTC_SUCCESS);
 SAME(SHIM_HIPRTC_ERROR_INVALID_INPUT, HIPRTC_ERROR_INVALID_INPUT);
 SAME(SHIM_HIPRTC_ERROR_INTERNAL_ERROR, HIPRTC_ERROR_INTERNAL_ERROR);
 SAME(SHIM_HIP_VERSION, HIP_VERSION);
+#define FIELD(field, type)                                                              \
+    static_assert(offsetof(hipDeviceProp_t, field) == SHIM_hipDeviceProp_##field, #field); \
+    static_assert(sizeof(((hipDeviceProp_t*)nullptr)->field) == sizeof(type), #field " size")
+static_assert(sizeof(hipDeviceProp_t) == SHIM_hipDeviceProp_t_size, "hipDeviceProp_t size");
+FIELD(name, char[256]);
+FIELD(totalGlobalMem, size_t);
+FIELD(sharedMemPerBlock, size_t);
+FIELD(warpSize, int);
+FIELD(maxThreadsPerBlock, int);
+FIELD(maxThreadsDim, int[3]);
+FIELD(maxGridSize, int[3]);
+FIELD(major, int);
+FIELD(minor, int);
+FIELD(multiProcessorCount, int);
+FIELD(gcnArchName, char[256]);
 static_assert(sizeof(hipError_t) == sizeof(shim_hipError_t), "hipError_t size");
 static_assert(sizeof(hipStreamCaptureMode) == sizeof(int), "hipStreamCaptureMode size");
 static_assert(sizeof(hipGraphNodeType) == sizeof(int), "hipGraphNodeType size");

@@ -128,6 +128,20 @@ typedef struct shim_hipMemsetParams {
     unsigned int value;
     size_t width;
 } shim_hipMemsetParams;
+/* hipDeviceProp_t of ROCm 5.2 (hipGetDeviceProperties): its size, and the offset of each field
+ * the shim fills. The shim fills these from CUDA and zeroes the rest of the struct. */
+#define SHIM_hipDeviceProp_t_size 792
+#define SHIM_hipDeviceProp_name 0                  /* char[256] */
+#define SHIM_hipDeviceProp_totalGlobalMem 256      /* size_t */
+#define SHIM_hipDeviceProp_sharedMemPerBlock 264   /* size_t */
+#define SHIM_hipDeviceProp_warpSize 276            /* int */
+#define SHIM_hipDeviceProp_maxThreadsPerBlock 280  /* int */
+#define SHIM_hipDeviceProp_maxThreadsDim 284       /* int[3] */
+#define SHIM_hipDeviceProp_maxGridSize 296         /* int[3] */
+#define SHIM_hipDeviceProp_major 328               /* int */
+#define SHIM_hipDeviceProp_minor 332               /* int */
+#define SHIM_hipDeviceProp_multiProcessorCount 336 /* int */
+#define SHIM_hipDeviceProp_gcnArchName 396         /* char[256] */
 
 /* hiprtcResult: numbered as nvrtcResult for the codes both have. */
 typedef int shim_hiprtcResult;

@@ -199,6 +199,10 @@ HIP_API shim_hipError_t hipSetDevice(int device) {
     return rt(cudaSetDevice(device), "hipSetDevice");
 }
 
+HIP_API shim_hipError_t hipGetDevice(int* device) {
+    return rt(cudaGetDevice(device), "hipGetDevice");
+}
+
 HIP_API shim_hipError_t hipDeviceGetName(char* name, int len, int device) {
     CUdevice dev;
     CUresult r = cuDeviceGet(&dev, device);
@@ -209,6 +213,69 @@ HIP_API shim_hipError_t hipDeviceGetName(char* name, int len, int device) {
     if (name == nullptr || len <= 0) return SHIM_hipErrorInvalidValue;
     // The name says what runs underneath, so no report mistakes it for an AMD device.
     std::snprintf(name, static_cast<size_t>(len), "%s (CUDA, through HIP-on-CUDA)", cuda_name);
+    return SHIM_hipSuccess;
+}
+
+namespace {
+
+template <typename T>
+void put(void* prop, size_t offset, T value) {
+    std::memcpy(static_cast<char*>(prop) + offset, &value, sizeof value);
+}
+
+}  // namespace
+
+// Fills the fields hip_abi.h lists (SHIM_hipDeviceProp_*) from CUDA and zeroes every other
+// one. gcnArchName, an AMD target name on ROCm (gfx90a:sramecc+:xnack-), is the CUDA
+// architecture hiprtcCompileProgram compiles for here (sm_90): it names what compiled code runs
+// on, as on ROCm, and can never be taken for an AMD target.
+HIP_API shim_hipError_t hipGetDeviceProperties(void* prop, int device) {
+    if (prop == nullptr) return SHIM_hipErrorInvalidValue;
+    CUdevice dev;
+    CUresult r = cuDeviceGet(&dev, device);
+    if (r != CUDA_SUCCESS) return drv(r, "hipGetDeviceProperties");
+    const CUdevice_attribute ints[] = {
+        CU_DEVICE_ATTRIBUTE_WARP_SIZE,
+        CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z,
+        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
+    };
+    int v[sizeof ints / sizeof ints[0]];
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; ++i) {
+        r = cuDeviceGetAttribute(&v[i], ints[i], dev);
+        if (r != CUDA_SUCCESS) return drv(r, "hipGetDeviceProperties");
+    }
+    size_t memory = 0;
+    r = cuDeviceTotalMem(&memory, dev);
+    if (r != CUDA_SUCCESS) return drv(r, "hipGetDeviceProperties");
+    char name[256] = {0};
+    shim_hipError_t e = hipDeviceGetName(name, sizeof name, device);
+    if (e != SHIM_hipSuccess) return e;
+    char arch[256] = {0};
+    std::snprintf(arch, sizeof arch, "sm_%d", v[8] * 10 + v[9]);
+
+    std::memset(prop, 0, SHIM_hipDeviceProp_t_size);
+    std::memcpy(static_cast<char*>(prop) + SHIM_hipDeviceProp_name, name, sizeof name);
+    put(prop, SHIM_hipDeviceProp_totalGlobalMem, memory);
+    put(prop, SHIM_hipDeviceProp_sharedMemPerBlock, static_cast<size_t>(v[11]));
+    put(prop, SHIM_hipDeviceProp_warpSize, v[0]);
+    put(prop, SHIM_hipDeviceProp_maxThreadsPerBlock, v[1]);
+    for (int i = 0; i < 3; ++i) {
+        put(prop, SHIM_hipDeviceProp_maxThreadsDim + 4 * i, v[2 + i]);
+        put(prop, SHIM_hipDeviceProp_maxGridSize + 4 * i, v[5 + i]);
+    }
+    put(prop, SHIM_hipDeviceProp_major, v[8]);
+    put(prop, SHIM_hipDeviceProp_minor, v[9]);
+    put(prop, SHIM_hipDeviceProp_multiProcessorCount, v[10]);
+    std::memcpy(static_cast<char*>(prop) + SHIM_hipDeviceProp_gcnArchName, arch, sizeof arch);
     return SHIM_hipSuccess;
 }
 
@@ -738,12 +805,18 @@ HIP_API shim_hipError_t hipModuleLoadData(shim_hipModule_t* module, const void* 
 
 HIP_API shim_hipError_t hipModuleGetFunction(shim_hipFunction_t* function, shim_hipModule_t module,
                                              const char* name) {
+    shim_hipError_t e = ensure_context("hipModuleGetFunction");
+    if (e != SHIM_hipSuccess) return e;
     return drv(cuModuleGetFunction(reinterpret_cast<CUfunction*>(function),
                                    reinterpret_cast<CUmodule>(module), name),
                "hipModuleGetFunction");
 }
 
 HIP_API shim_hipError_t hipModuleUnload(shim_hipModule_t module) {
+    // cuModuleUnload unloads from the current context: a thread that never made a HIP call
+    // has none yet.
+    shim_hipError_t e = ensure_context("hipModuleUnload");
+    if (e != SHIM_hipSuccess) return e;
     return drv(cuModuleUnload(reinterpret_cast<CUmodule>(module)), "hipModuleUnload");
 }
 
@@ -842,13 +915,20 @@ HIP_API shim_hiprtcResult hiprtcGetProgramLog(shim_hiprtcProgram prog, char* log
     return rtc(nvrtcGetProgramLog(P(prog), log), "hiprtcGetProgramLog");
 }
 
-// The code object is a cubin for the current device (hipModuleLoadData loads it).
+// The code object is a cubin for the current device's sm_XY (--gpu-architecture names a real
+// architecture above, so NVRTC produces one), which the forwarded hipModuleLoadData
+// (cuModuleLoadData) loads — and which the backend's kernel cache stores and loads back.
 HIP_API shim_hiprtcResult hiprtcGetCodeSize(shim_hiprtcProgram prog, size_t* size) {
     return rtc(nvrtcGetCUBINSize(P(prog), size), "hiprtcGetCodeSize");
 }
 
 HIP_API shim_hiprtcResult hiprtcGetCode(shim_hiprtcProgram prog, char* code) {
     return rtc(nvrtcGetCUBIN(P(prog), code), "hiprtcGetCode");
+}
+
+// NVRTC's version: the compiler that produced the code (part of the backend's kernel-cache key).
+HIP_API shim_hiprtcResult hiprtcVersion(int* major, int* minor) {
+    return rtc(nvrtcVersion(major, minor), "hiprtcVersion");
 }
 
 HIP_API shim_hiprtcResult hiprtcDestroyProgram(shim_hiprtcProgram* prog) {

@@ -269,7 +269,7 @@ impl DriverEditing for HipDevice {
         _graph: &mut HGraph,
         key: HNode,
         exec: Option<(&mut HGraphExec, HNode)>,
-        _module: &(),
+        _module: &crate::HipKernelModule,
         _kernel: &Kernel,
         _grid: [u32; 3],
         args: &[RawArg<'_, HBlock>],

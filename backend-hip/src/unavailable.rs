@@ -52,6 +52,12 @@ pub struct HBlock {
     never: Never,
 }
 
+/// A user kernel loaded on a device (none in this build).
+#[derive(Debug)]
+pub struct HipKernelModule {
+    never: Never,
+}
+
 /// A captured graph (none in this build).
 #[derive(Debug)]
 pub struct HGraph {
@@ -85,8 +91,8 @@ unsafe impl Send for HGraphExec {}
 
 impl HipDevice {
     /// Always [`GraphError::BackendUnavailable`] in this build.
-    pub(crate) fn open(ordinal: usize) -> Result<Self> {
-        let _ = ordinal;
+    pub(crate) fn open(ordinal: usize, opening: crate::backend::Opening) -> Result<Self> {
+        let _ = (ordinal, opening);
         Err(GraphError::BackendUnavailable {
             backend: "hip",
             reason: REASON.to_owned(),
@@ -105,6 +111,18 @@ impl HipDevice {
 
     /// Whether the runtime itself refuses `hipMalloc` during a capture.
     pub fn runtime_refuses_capture_alloc(&self) -> Option<bool> {
+        match self.never {}
+    }
+
+    /// The device's architecture as code is compiled for it.
+    pub fn arch(&self) -> &str {
+        match self.never {}
+    }
+}
+
+impl HBlock {
+    /// The raw device pointer.
+    pub fn device_ptr(&self) -> *mut c_void {
         match self.never {}
     }
 }
@@ -233,19 +251,19 @@ impl DriverOps for HipDevice {
 }
 
 impl DriverKernels for HipDevice {
-    type Module = ();
-    fn load_kernel(&self, _: &Kernel) -> DriverResult<()> {
+    type Module = HipKernelModule;
+    fn load_kernel(&self, _: &Kernel) -> DriverResult<HipKernelModule> {
         match self.never {}
     }
     unsafe fn launch_kernel(
         &self,
-        _: &(),
+        module: &HipKernelModule,
         _: &Kernel,
         _: [u32; 3],
         _: &[RawArg<'_, HBlock>],
         _: &HStream,
     ) -> DriverResult<()> {
-        match self.never {}
+        match module.never {}
     }
     unsafe fn gemm(
         &self,

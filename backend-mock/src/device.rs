@@ -6,7 +6,7 @@ use std::sync::{
     atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
-use accel_graph_api::{BackendKind, Capabilities};
+use accel_graph_api::{BackendKind, Capabilities, backend_kit::stream_order::ReuseRule};
 use accel_graph_driver::{Driver, DriverError, DriverResult, software::SoftwareCapture};
 
 use crate::{
@@ -154,6 +154,15 @@ impl Driver for MockDevice {
         }
         self.host_waited_for_device();
         Ok(())
+    }
+
+    /// The fault switch [`MockConfig::unordered_pool_reuse`].
+    fn pool_reuse_rule(&self) -> ReuseRule {
+        if self.config.unordered_pool_reuse {
+            ReuseRule::Unordered
+        } else {
+            ReuseRule::StreamOrdered
+        }
     }
 
     fn on_alloc(&self, _bytes: usize) -> DriverResult<()> {

@@ -69,6 +69,12 @@ impl Command {
         }
     }
 
+    /// Whether the command is a user's dispatch binding resources its user owns (a replay of
+    /// it checks for validation errors: the user may have destroyed one).
+    pub(crate) fn is_foreign_dispatch(&self) -> bool {
+        matches!(self, Command::Dispatch(d) if d.is_foreign())
+    }
+
     /// Whether the command puts work on the GPU (encoding skips the others).
     pub(crate) fn is_gpu_work(&self) -> bool {
         match self {
@@ -107,7 +113,10 @@ impl std::fmt::Debug for Command {
 /// Encodes a run of commands into one encoder: consecutive dispatches share a compute pass,
 /// copies and timestamps go between passes, host functions are not part of a run. `None` when
 /// the run holds no GPU work.
-fn encode_run(device: &wgpu::Device, commands: &[Command]) -> Option<wgpu::CommandBuffer> {
+pub(crate) fn encode_run(
+    device: &wgpu::Device,
+    commands: &[Command],
+) -> Option<wgpu::CommandBuffer> {
     let mut encoder: Option<wgpu::CommandEncoder> = None;
     // `forget_lifetime` lets the pass live next to the encoder; wgpu then locks the encoder at
     // run time until the pass drops, which happens before every copy or timestamp.

@@ -20,7 +20,7 @@ use accel_graph_driver::{
 };
 
 use crate::{
-    WgpuBlock, WgpuDevice,
+    WgpuBlock, WgpuDevice, WgpuKernelModule,
     command::Command,
     graph::{Planner, Step, WgpuExecutable, WgpuRawGraph},
     stream::WgpuStreamState,
@@ -227,23 +227,20 @@ impl DriverEditing for WgpuDevice {
         Self::set_command(graph, key, exec, command)
     }
 
-    /// No kernel node can exist: user kernels do not run on this backend's build.
     unsafe fn set_kernel(
         &self,
-        _graph: &mut WgpuRawGraph,
-        _key: usize,
-        _exec: Option<(&mut WgpuExecutable, usize)>,
-        _module: &(),
+        graph: &mut WgpuRawGraph,
+        key: usize,
+        exec: Option<(&mut WgpuExecutable, usize)>,
+        module: &WgpuKernelModule,
         kernel: &Kernel,
-        _grid: [u32; 3],
-        _args: &[RawArg<'_, WgpuBlock>],
+        grid: [u32; 3],
+        args: &[RawArg<'_, WgpuBlock>],
     ) -> DriverResult<()> {
-        Err(DriverError::Api(GraphError::Unsupported {
-            what: format!(
-                "updating kernel {}: user kernels on the wgpu backend",
-                kernel.name()
-            ),
-        }))
+        // A new bind group (and scalar block) over the new arguments, as a launch makes; the
+        // node's place in its run is kept.
+        let command = self.resolve_kernel(module, kernel, grid, args)?;
+        Self::set_command(graph, key, exec, command)
     }
 
     unsafe fn launch_child(

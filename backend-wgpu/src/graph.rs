@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use accel_graph_api::{GraphTopology, InstantiateFlags};
+use accel_graph_api::{GraphError, GraphTopology, InstantiateFlags};
 use accel_graph_driver::{
-    DriverResult,
+    DriverError, DriverResult,
     api::DriverGraphs,
     software::{self, Node},
 };
@@ -71,6 +71,8 @@ pub struct WgpuExecutable {
     /// Per node of the raw graph: where its command sits (step, place in the run); `None` for
     /// host functions, child graphs and conditional nodes.
     pub(crate) node_map: Vec<Option<(usize, usize)>>,
+    /// Some dispatch binds resources its user owns: replays check for validation errors.
+    pub(crate) checked: bool,
 }
 
 impl WgpuExecutable {
@@ -79,9 +81,14 @@ impl WgpuExecutable {
     pub(crate) fn plan(nodes: &[Node<Command>]) -> Self {
         let mut planner = Planner::default();
         let node_map = nodes.iter().map(|n| planner.push(&n.command)).collect();
+        let steps = planner.finish();
+        let checked = steps
+            .iter()
+            .any(|s| matches!(s, Step::Gpu(run) if run.iter().any(Command::is_foreign_dispatch)));
         WgpuExecutable {
-            steps: planner.finish(),
+            steps,
             node_map,
+            checked,
         }
     }
 
@@ -186,12 +193,27 @@ impl DriverGraphs for WgpuDevice {
         Ok(())
     }
 
+    /// A graph with dispatches of users' pipelines replays inside an error scope: their bind
+    /// groups may reference resources destroyed or mapped since capture, which wgpu refuses
+    /// at the submit; that is this replay's error instead of an uncaptured one.
     unsafe fn launch_exec(
         &self,
         exec: &WgpuExecutable,
         stream: &WgpuStreamState,
     ) -> DriverResult<()> {
-        self.run_steps(stream, &exec.steps)
+        let scope = exec.checked.then(|| {
+            self.gpu()
+                .device
+                .push_error_scope(wgpu::ErrorFilter::Validation)
+        });
+        let ran = self.run_steps(stream, &exec.steps);
+        match scope.map(|s| pollster::block_on(s.pop())) {
+            Some(Some(error)) => Err(DriverError::Api(GraphError::KernelFailed {
+                kernel: "a user pipeline in the replayed graph".to_owned(),
+                message: error.to_string(),
+            })),
+            _ => ran,
+        }
     }
 
     fn node_count(&self, graph: &WgpuRawGraph) -> DriverResult<usize> {

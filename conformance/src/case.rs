@@ -145,6 +145,11 @@ pub mod requirements {
             .ok_or_else(|| "backend has no host callbacks".to_owned())
     }
 
+    /// Needs both host callbacks and multi-stream capture.
+    pub fn host_callbacks_and_multi_stream_capture(caps: &Capabilities) -> Result<(), String> {
+        host_callbacks(caps).and_then(|()| multi_stream_capture(caps))
+    }
+
     /// Needs a default stream that refuses capture.
     pub fn uncapturable_default_stream(caps: &Capabilities) -> Result<(), String> {
         caps.uncapturable_default_stream

@@ -366,3 +366,26 @@ fn a_factory_returning_clones_is_refused() {
         Outcome::Failed(_)
     ));
 }
+
+/// The mock with its stream-order rule switched off (`MockConfig::unordered_pool_reuse`, the
+/// fault switch) hands a block freed on one branch of a capture to an unordered branch: the
+/// stream-order cases catch it by the blocks' addresses, though the mock's values stay right
+/// (it runs a graph's nodes in recording order, where a GPU runs the branches concurrently).
+#[test]
+fn unordered_pool_reuse_is_caught() {
+    let unordered = Target::open(|| {
+        MockBackend::with_config(MockConfig {
+            unordered_pool_reuse: true,
+            ..MockConfig::default()
+        })
+    })
+    .expect("the mock opens");
+    for prefix in ["12.01", "12.03"] {
+        match run_case(&unordered, &case(prefix)).outcome {
+            Outcome::Failed(message) => println!("unordered reuse fails {prefix}: {message}"),
+            other => panic!("unordered reuse should fail case {prefix}, got {other:?}"),
+        }
+    }
+    let ordered = Target::open(|| Ok(MockBackend::new())).expect("the mock opens");
+    assert_eq!(run_case(&ordered, &case("12.03")).outcome, Outcome::Passed);
+}

@@ -3,7 +3,8 @@
 //!
 //! Which capture a stream takes part in is kept on the stream itself (set when the capture
 //! begins on it or the stream waits on an event of the capture, cleared when the capture
-//! ends), so issuing an op costs no driver query. Captures begun, or streams joined, through
+//! ends), so issuing an op costs no driver query. Membership changes under the streams'
+//! membership locks (see `crate::stream`). Captures begun, or streams joined, through
 //! raw handles behind the backend's back are not seen here: work issued through such paths is
 //! the caller's responsibility (see the driver layer's crate documentation).
 
@@ -109,6 +110,9 @@ pub(crate) struct CaptureEntry<D: Driver> {
     pub(crate) record: Arc<CaptureRecord>,
     /// Serial number of the graph capturing, for messages.
     pub(crate) graph: u64,
+    /// The stream the capture began on: a fork holds its membership lock for reading, so the
+    /// capture cannot end while a stream joins it.
+    origin: Weak<StreamInner<D>>,
     /// Streams whose current capture is this one (the origin first).
     members: Mutex<Vec<Weak<StreamInner<D>>>>,
     /// Set (under `members`' lock) when the capture ends: no stream may join it any more.
@@ -120,12 +124,18 @@ pub(crate) struct CaptureEntry<D: Driver> {
 }
 
 impl<D: Driver> CaptureEntry<D> {
-    pub(crate) fn new(pool: PoolId, record: Arc<CaptureRecord>, graph: u64) -> Arc<Self> {
+    pub(crate) fn new(
+        pool: PoolId,
+        record: Arc<CaptureRecord>,
+        graph: u64,
+        origin: &Arc<StreamInner<D>>,
+    ) -> Arc<Self> {
         Arc::new(CaptureEntry {
             driver_id: OnceLock::new(),
             pool,
             record,
             graph,
+            origin: Arc::downgrade(origin),
             members: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
             keep: Mutex::new(KeepAlive::default()),
@@ -180,7 +190,26 @@ impl<D: Driver> CaptureEntry<D> {
         self.host_nodes.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Makes `stream` take part in this capture; false (and nothing done) once it ended.
+    /// The stream the capture began on, while it lives.
+    pub(crate) fn origin(&self) -> Option<Arc<StreamInner<D>>> {
+        self.origin.upgrade()
+    }
+
+    /// The streams taking part besides the origin (to lock before the capture ends).
+    pub(crate) fn forked_members(&self) -> Vec<Arc<StreamInner<D>>> {
+        let origin = self.origin.as_ptr();
+        self.members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|m| !std::ptr::eq(m.as_ptr(), origin))
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// Makes `stream` take part in this capture; false (and nothing done) once it ended. The
+    /// caller holds `stream`'s membership lock, and the origin's (for reading, or writing at
+    /// the capture's begin).
     pub(crate) fn join(self: &Arc<Self>, stream: &Arc<StreamInner<D>>) -> bool {
         let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
         if self.closed.load(Ordering::Acquire) {
@@ -192,7 +221,8 @@ impl<D: Driver> CaptureEntry<D> {
     }
 
     /// Ends the capture's membership: no stream takes part in it any more. Returns what the
-    /// graph must keep alive, and the nodes the API issued.
+    /// graph must keep alive, and the nodes the API issued. The caller holds the membership
+    /// locks of the origin and of every member.
     pub(crate) fn close(self: &Arc<Self>) -> (KeepAlive<D>, Recorded<D>) {
         let members = {
             let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());

@@ -1131,7 +1131,12 @@ impl<D: Driver> DriverBackend<D> {
         let raw = shared
             .check(shared.relaxed(|| shared.driver.create_stream()), site)
             .map_err(Failure::Error)?;
-        let body_stream = DriverStream::new(&*shared.driver, raw, shared.id);
+        let body_stream = DriverStream::new(
+            &*shared.driver,
+            raw,
+            shared.id,
+            shared.pools.order().new_stream(),
+        );
         let key = body_stream.inner.key;
         if !entry.join(&body_stream.inner) {
             return Err(Failure::Error(GraphError::CaptureInvalidated {

@@ -18,7 +18,7 @@ use crate::{
     BufferMemory, Driver, DriverStream,
     allocator::DriverAllocator,
     capture::{CaptureEntry, KeepAlive},
-    editing::{self, NodeRecord, Signature, Work},
+    editing::{self, NodeRecord, Recorded, Signature, Work},
     errors::CallSite,
     shared::Shared,
 };
@@ -27,6 +27,9 @@ use crate::{
 struct Capturing<D: Driver> {
     entry: Arc<CaptureEntry<D>>,
     stream: DriverStream<D>,
+    /// Open from `capture_begin` to the end of `capture_end` (its node count recorded then),
+    /// so a subscriber timing spans sees each capture whole.
+    span: tracing::Span,
 }
 
 /// The graph implementation of every driver-based backend; users meet it as
@@ -81,13 +84,43 @@ impl<D: Driver> DriverGraph<D> {
         self.kept.blocks()
     }
 
-    /// Ends the capture's bookkeeping (the driver's capture is over already): its streams leave
-    /// it, the domain's count goes down, its holds move to the graph. Returns why the rules
-    /// invalidated it, if they did.
-    fn finish_capture(&mut self, capturing: &Capturing<D>) -> Option<String> {
+    /// Ends the capture in the driver and closes its membership at once, under the membership
+    /// locks of its origin and of every stream forked into it, so no op of another thread
+    /// decides "capturing" and then reaches a driver whose capture is over (a host callback
+    /// would then run a trampoline the graph frees). Returns the driver's result and what the
+    /// graph must keep alive.
+    fn end_in_driver(
+        &self,
+        capturing: &Capturing<D>,
+    ) -> (Result<D::Graph>, (KeepAlive<D>, Recorded<D>)) {
+        let shared = &self.shared;
+        let _origin = capturing.stream.inner.membership_lock();
+        // No stream joins from here: a fork holds the origin's lock for reading.
+        let forked = capturing.entry.forked_members();
+        let _forked: Vec<_> = forked.iter().map(|s| s.membership_lock()).collect();
+        let ended = shared.bind().and_then(|()| {
+            shared.check(
+                // SAFETY: ends the capture this graph began (`self.capture` held it); its
+                // membership closes right here, under the same locks, and `finish_capture`
+                // closes the rest of its books (domain count, rules); the kept blocks move to
+                // this graph, which holds them while the raw graph and its executables live.
+                unsafe { shared.driver.end_capture(&capturing.stream.inner.raw) },
+                CallSite::op("capture_end"),
+            )
+        });
+        (ended, capturing.entry.close())
+    }
+
+    /// Ends the capture's bookkeeping once the driver's capture and its membership are over
+    /// ([`DriverGraph::end_in_driver`]): the domain's count goes down, the holds move to the
+    /// graph. Returns why the rules invalidated it, if they did.
+    fn finish_capture(
+        &mut self,
+        capturing: &Capturing<D>,
+        (kept, recorded): (KeepAlive<D>, Recorded<D>),
+    ) -> Option<String> {
         let entry = &capturing.entry;
         self.shared.captures().retain(|c| !Arc::ptr_eq(c, entry));
-        let (kept, recorded) = entry.close();
         let invalidated = self.shared.domain.rules.end(&entry.record);
         self.shared.domain.capture_ended();
         self.kept = kept;
@@ -143,18 +176,22 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             None => shared.pools.issue_private_pool(),
         };
         let hold = MemoryPools::hold_pool(&shared.pools, pool);
+        // The membership and the driver's capture change together (see `crate::stream`): an op
+        // another thread issues on the stream runs either before both or after both.
+        let membership = stream.inner.membership_lock();
         // Counted and registered before the driver begins: from here on, frees of the domain
         // wait and the rules refuse the unsafe calls the capture forbids.
         let record = shared.domain.capture_starting(mode);
-        let entry = CaptureEntry::new(pool, record, self.serial);
-        // Joined before the driver begins, so work another thread issues on the stream in
-        // between is kept alive too. (A new entry is open: the join cannot be refused.)
-        let _ = entry.join(&stream.inner);
+        let entry = CaptureEntry::new(pool, record, self.serial, &stream.inner);
+        // A stream taking part in another capture keeps that membership (the driver refuses
+        // the begin); a new entry is open, so otherwise the join cannot be refused.
+        let joined = stream.inner.capture().is_none() && entry.join(&stream.inner);
         let begun = shared.bind().and_then(|()| {
             shared.check(
                 // SAFETY: this is the driver layer beginning its own capture: the domain
                 // counts it (`capture_starting` above: frees are gated) and the stream joined
-                // the capture's entry, so the ops issued on it are kept alive.
+                // the capture's entry, under its membership lock, so the ops issued on it are
+                // kept alive.
                 unsafe { shared.driver.begin_capture(&stream.inner.raw, mode) },
                 CallSite::op("capture_begin"),
             )
@@ -164,7 +201,11 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
                 shared.driver.capture_id(&stream.inner.raw),
                 CallSite::op("capture_begin"),
             ) {
-                Ok(Some(id)) => Ok(id),
+                Ok(Some(id)) if joined => Ok(id),
+                Ok(Some(_)) => Err(GraphError::CaptureInvalidated {
+                    reason: "capture_begin on a stream that takes part in another capture"
+                        .to_owned(),
+                }),
                 Ok(None) => {
                     // Begun but not reported active: end it again so nothing stays capturing.
                     // SAFETY: ends the capture begun just above, whose books (the domain's
@@ -188,6 +229,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             Ok(id) => id,
             Err(e) => {
                 let _ = entry.close();
+                drop(membership);
                 shared.domain.rules.end(&entry.record);
                 shared.domain.capture_ended();
                 return Err(e);
@@ -195,9 +237,22 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         };
         entry.set_driver_id(id);
         editing::note_top_graph(&shared, &entry, &stream);
+        drop(membership);
         shared.captures().push(Arc::clone(&entry));
         self.pool = Some(hold);
-        self.capture = Some(Capturing { entry, stream });
+        let span = tracing::info_span!(
+            "capture",
+            backend = shared.name(),
+            graph = self.serial,
+            %pool,
+            %mode,
+            nodes = tracing::field::Empty,
+        );
+        self.capture = Some(Capturing {
+            entry,
+            stream,
+            span,
+        });
         tracing::debug!(backend = shared.name(), graph = self.serial, %pool, %mode, "capture begun");
         Ok(pool)
     }
@@ -206,28 +261,21 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         let Some(capturing) = self.capture.as_ref() else {
             return Err(GraphError::NotCapturing);
         };
-        // Both checks leave the capture running. The thread is checked here, before the
-        // driver: CUDA's `cuStreamEndCapture` from another thread fails *and terminates the
-        // capture*, while the API promises the capture goes on.
+        // Both checks leave the capture running, and come before the driver: CUDA's
+        // `cuStreamEndCapture` from another thread fails *and terminates the capture*. The
+        // thread first: outside relaxed mode no other thread can end the capture, whatever
+        // its current stream, so `CaptureStreamMismatch` (make the capture stream current)
+        // would give advice that cannot be followed there.
+        capturing.entry.record.check_end()?;
         if self.shared.current.get() != capturing.stream {
             return Err(GraphError::CaptureStreamMismatch);
         }
-        capturing.entry.record.check_end()?;
         let Some(capturing) = self.capture.take() else {
             return Err(GraphError::NotCapturing);
         };
         let shared = Arc::clone(&self.shared);
-        let ended = shared.bind().and_then(|()| {
-            shared.check(
-                // SAFETY: ends the capture this graph began (`self.capture` held it);
-                // `finish_capture` below closes its books (membership, domain count, rules),
-                // and the entry's kept blocks move to this graph, which holds them while the
-                // raw graph and its executables live.
-                unsafe { shared.driver.end_capture(&capturing.stream.inner.raw) },
-                CallSite::op("capture_end"),
-            )
-        });
-        let invalidated = self.finish_capture(&capturing);
+        let (ended, kept) = self.end_in_driver(&capturing);
+        let invalidated = self.finish_capture(&capturing, kept);
         let graph = match (ended, invalidated) {
             (_, Some(reason)) => return Err(GraphError::CaptureInvalidated { reason }),
             (Err(GraphError::WrongThread), None) => {
@@ -248,6 +296,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             shared.driver.node_count(&graph),
             CallSite::op("capture_end"),
         );
+        if let Ok(nodes) = &count {
+            capturing.span.record("nodes", nodes);
+        }
         self.raw = Some(graph);
         count
     }
@@ -258,6 +309,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         let Some(raw) = self.raw.as_ref() else {
             return Err(GraphError::RawGraphUnavailable);
         };
+        let _span =
+            tracing::info_span!("instantiate", backend = shared.name(), graph = self.serial)
+                .entered();
         // Relaxed: instantiating this graph while another graph captures (same thread, global
         // mode) must not invalidate that capture.
         let exec = shared.relaxed(|| {
@@ -275,7 +329,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         shared.current.with(|stream| {
             // An upload on a capturing stream would join that capture; the first launch
             // uploads instead.
-            if stream.inner.capture().is_none() {
+            let settled = stream.inner.settled()?;
+            if settled.capture().is_none() {
+                let _upload = tracing::info_span!("upload", graph = self.serial).entered();
                 shared.check(
                     shared.driver.upload_exec(exec, &stream.inner.raw),
                     CallSite::op("instantiate"),
@@ -288,6 +344,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
 
     fn replay(&mut self) -> Result<()> {
         let shared = Arc::clone(&self.shared);
+        // A disabled span costs one load of its call site's interest (measured in
+        // docs/BENCHMARKS.md): cheap next to a launch.
+        let _span = tracing::debug_span!("replay", graph = self.serial).entered();
         shared.bind()?;
         // Frees that host callbacks of earlier replays deferred run now (a flag test when
         // there are none).
@@ -302,6 +361,17 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             return Err(GraphError::NotInstantiated);
         };
         shared.current.with(|stream| {
+            // Decided and launched with the membership settled: a capture another thread
+            // begins on the stream meanwhile would record the launch as a raw node, outside
+            // the child-graph path above.
+            let settled = stream.inner.settled()?;
+            if settled.capture().is_some() {
+                return Err(GraphError::Unsupported {
+                    what: "replaying a graph on a stream that another thread began capturing \
+                           during the replay; order the replay and the capture"
+                        .to_owned(),
+                });
+            }
             shared.check(
                 // SAFETY: the executable belongs to this graph, which holds the blocks its
                 // capture touched and its host callbacks' data until it is reset or dropped
@@ -322,12 +392,10 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
     fn reset(&mut self) {
         if let Some(capturing) = self.capture.take() {
             // Aborts the capture. Errors are ignored: the capture is discarded either way (the
-            // driver ends it even when it answers "wrong thread" to a reset from elsewhere).
-            let _ = self.shared.driver.bind();
-            // SAFETY: aborts the capture this graph began; `finish_capture` right after
-            // closes its books, and the raw graph returned is dropped unlaunched.
-            let _ = unsafe { self.shared.driver.end_capture(&capturing.stream.inner.raw) };
-            self.finish_capture(&capturing);
+            // driver ends it even when it answers "wrong thread" to a reset from elsewhere),
+            // and the raw graph returned is dropped unlaunched.
+            let (_, kept) = self.end_in_driver(&capturing);
+            self.finish_capture(&capturing, kept);
         }
         self.drop_objects();
         self.nodes.clear();

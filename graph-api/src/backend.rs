@@ -286,7 +286,11 @@ pub trait Backend: PortableOps + Clone + Send + Sync + fmt::Debug + 'static {
     }
     /// Marks `buffer` as used by work on `stream` (PyTorch's `Tensor.record_stream`): when
     /// the buffer is dropped, its memory is handed out again only after `stream` has passed
-    /// the point of the drop (inside a capture: after the capture ends).
+    /// the point of the drop (inside a capture: after the capture ends) — until then its block
+    /// is pending ([`BlockState::PendingFree`](crate::BlockState::PendingFree),
+    /// [`MemoryStats::pending_free_bytes`]). A pool block freed so goes to an allocation only
+    /// if that allocation is also ordered after `stream` (by events, or a completed
+    /// synchronize), besides the stream the buffer was allocated on.
     fn record_stream<T: Element>(
         &self,
         buffer: &Self::Buffer<T>,

@@ -8,8 +8,9 @@
 //! smaller graphs reuse its memory.
 //!
 //! Shapes here are lengths: input `i` of a batch of `n` rows has `n * widths[i]` elements.
-//! Every such size is computed with checked arithmetic: a size that overflows is an error,
-//! never a wrapped length.
+//! Every such size is computed with checked arithmetic: a size that overflows is
+//! [`GraphError::OutOfMemory`] (as `alloc` answers a byte size that overflows), never a
+//! wrapped length.
 //!
 //! ## Shared executables
 //!
@@ -32,6 +33,19 @@ use accel_graph_api::{
 };
 
 use crate::{callable::Callable, capture_sizes::CaptureSizes, outputs::Outputs};
+
+/// Where a pre-capture ([`BucketedGraphCache::capture_all_with_progress`]) stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaptureProgress {
+    /// The bucket just captured (or found captured).
+    pub bucket: usize,
+    /// Buckets done so far, this one included.
+    pub done: usize,
+    /// Buckets in all.
+    pub total: usize,
+    /// Time since the pre-capture began.
+    pub elapsed: std::time::Duration,
+}
 
 /// How a [`BucketedGraphCache`] captures and pads.
 ///
@@ -338,10 +352,47 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
 
     /// Captures every bucket not captured yet, largest first; returns how many were captured.
     pub fn capture_all(&mut self) -> Result<usize> {
+        self.capture_all_with_progress(|_| {})
+    }
+
+    /// [`BucketedGraphCache::capture_all`], calling `progress` after each bucket (captured now
+    /// or before): what a server shows while it pre-captures dozens of graphs before its first
+    /// request (a progress bar, a log line).
+    ///
+    /// ```
+    /// use accel_graph_api::{Backend, DeviceBuffer, PortableOps};
+    /// use accel_graph_utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes};
+    /// let backend = accel_graph_mock::MockBackend::new();
+    /// let double = |b: &accel_graph_mock::MockBackend, x: &[&accel_graph_mock::MockBuffer]| {
+    ///     let out = b.alloc(x[0].len())?;
+    ///     b.copy(&out, x[0])?;
+    ///     b.scale(&out, 2.0)?;
+    ///     Ok(vec![out])
+    /// };
+    /// let sizes = CaptureSizes::new([1, 2, 4])?;
+    /// let mut cache = BucketedGraphCache::new(&backend, double, sizes, vec![8], BucketedCacheOptions::new())?;
+    /// let mut seen = Vec::new();
+    /// cache.capture_all_with_progress(|p| seen.push((p.bucket, p.done, p.total)))?;
+    /// assert_eq!(seen, vec![(4, 1, 3), (2, 2, 3), (1, 3, 3)]);
+    /// # Ok::<(), accel_graph_api::GraphError>(())
+    /// ```
+    pub fn capture_all_with_progress(
+        &mut self,
+        mut progress: impl FnMut(CaptureProgress),
+    ) -> Result<usize> {
         let mut captured = 0usize;
         let sizes = self.sizes.clone();
-        for &size in sizes.as_slice().iter().rev() {
+        let total = sizes.len();
+        let start = std::time::Instant::now();
+        for (done, &size) in sizes.as_slice().iter().rev().enumerate() {
+            let _span = tracing::info_span!("precapture", bucket = size, of = total).entered();
             captured = captured.saturating_add(usize::from(self.ensure_captured(size)?));
+            progress(CaptureProgress {
+                bucket: size,
+                done: done.saturating_add(1),
+                total,
+                elapsed: start.elapsed(),
+            });
         }
         Ok(captured)
     }
@@ -463,10 +514,12 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             } else {
                 self.staging.clear();
                 self.staging.extend_from_slice(data);
-                self.staging
-                    .resize(elements(bucket, width)?, self.options.pad_value);
+                self.staging.resize(
+                    elements(&self.backend, bucket, width)?,
+                    self.options.pad_value,
+                );
                 self.backend.upload(dst, &self.staging)?;
-                let padding = elements(bucket.saturating_sub(batch), width)?;
+                let padding = elements(&self.backend, bucket.saturating_sub(batch), width)?;
                 self.stats.padded_elements =
                     self.stats.padded_elements.saturating_add(padding as u64);
             }
@@ -521,21 +574,35 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             .widths
             .iter()
             .map(|&width| {
-                let buffer = backend.alloc(elements(bucket, width)?)?;
+                let buffer = backend.alloc(elements(backend, bucket, width)?)?;
                 backend.fill(&buffer, self.options.pad_value)?;
                 Ok(buffer)
             })
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<&B::Buffer<f32>> = inputs.iter().collect();
 
-        backend.synchronize()?;
+        // Ordered by events rather than device-wide synchronizes (which vLLM uses): the
+        // warm-up follows the inputs' fill, the capture follows the warm-up, and nothing here
+        // waits for the whole device — so caches on other threads can capture meanwhile (a
+        // device-wide synchronize conflicts with every capture in progress).
+        let filled = backend.new_event()?;
+        backend.record_event(&filled)?;
+        let warmed = backend.new_event()?;
         {
             let _current = backend.use_stream(&self.warmup_stream)?;
+            backend.wait_event(&filled)?;
             for _ in 0..self.options.warmup_iters {
                 drop(self.callable.call(backend, &refs)?);
             }
+            backend.record_event(&warmed)?;
         }
-        backend.synchronize()?;
+        {
+            let _current = backend.use_stream(&self.capture_stream)?;
+            backend.wait_event(&warmed)?;
+        }
+        // Later work on the current stream (the next batch's upload into these inputs) comes
+        // after the warm-up's reads of them.
+        backend.wait_event(&warmed)?;
 
         let sharing = self.sharing();
         let options = GraphOptions::new()
@@ -662,13 +729,11 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
     }
 }
 
-/// Elements of `rows` rows of `width`, checked.
-fn elements(rows: usize, width: usize) -> Result<usize> {
-    rows.checked_mul(width).ok_or_else(|| {
-        GraphError::ArgumentMismatch(format!(
-            "bucketed graph cache: {rows} rows of {width} elements overflow the address space"
-        ))
-    })
+/// Elements of `rows` rows of `width`, checked: a count that overflows is memory no device
+/// holds, `OutOfMemory` as for an `alloc` whose byte size overflows.
+fn elements<B: Backend>(backend: &B, rows: usize, width: usize) -> Result<usize> {
+    rows.checked_mul(width)
+        .ok_or_else(|| GraphError::size_overflow(backend.kind().name()))
 }
 
 /// Outputs must be whole rows of `rows`, so padding rows can be cut off.

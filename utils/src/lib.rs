@@ -51,7 +51,9 @@ mod signature;
 mod stage;
 mod static_buffer_loader;
 
-pub use bucketed::{BucketRun, BucketedCacheOptions, BucketedCacheStats, BucketedGraphCache};
+pub use bucketed::{
+    BucketRun, BucketedCacheOptions, BucketedCacheStats, BucketedGraphCache, CaptureProgress,
+};
 pub use callable::{Callable, Modal, ModuleMode};
 pub use capture_sizes::CaptureSizes;
 pub use full_graph::FullGraphWrapper;

@@ -21,7 +21,7 @@ mod memory;
 mod ops;
 mod stream;
 
-use accel_graph_api::{BackendKind, Capabilities};
+use accel_graph_api::{BackendKind, Capabilities, backend_kit::stream_order::ReuseRule};
 
 pub use capture::DriverCapture;
 pub use editing::{CapturePoint, DriverEditing};
@@ -62,5 +62,12 @@ pub trait Driver: DriverOps + DriverEvents + DriverGraphs + DriverKernels + Driv
     fn on_alloc(&self, bytes: usize) -> DriverResult<()> {
         let _ = bytes;
         Ok(())
+    }
+
+    /// How the graph pools reuse free blocks across streams. Real drivers keep the default,
+    /// [`ReuseRule::StreamOrdered`]; anything else is a fault switch, which only a simulated
+    /// device offers, for tests of what a sanitizer or a suite catches without the rule.
+    fn pool_reuse_rule(&self) -> ReuseRule {
+        ReuseRule::StreamOrdered
     }
 }

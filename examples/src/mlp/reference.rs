@@ -116,8 +116,7 @@ pub fn step(shape: MlpShape, lr: f32, params: &mut [f32], x: &[f32], t: &[f32]) 
         &mut dh,
     );
     for (d, a) in dh.iter_mut().zip(&h) {
-        // Not above zero, NaN included.
-        if a.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        if *a <= 0.0 {
             *d = 0.0;
         }
     }
