@@ -1,4 +1,4 @@
-//! The collective cases (conformance §16) as one rank of ranks that are processes: each
+//! The collective cases (conformance §17) as one rank of ranks that are processes: each
 //! process runs every case as its rank, on GPU `LOCAL_RANK`, meeting the others in the
 //! directory `ACCEL_GRAPH_STORE` (the environment a torchrun-style launcher sets: `RANK`,
 //! `WORLD_SIZE`, `LOCAL_RANK`). `scripts/device/run-multi.sh` starts one process per GPU.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use accel_graph_api::Result;
 use accel_graph_driver::DriverBackend;
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::CudaDevice;
 
@@ -41,18 +41,43 @@ impl CudaBackend {
         Ok(CudaBackend(DriverBackend::new(CudaDevice::open(ordinal)?)))
     }
 
+    /// A backend on the user's cudarc context (primary or not): the driver binds that
+    /// context on every call and makes none of its own, so the backend's buffers, streams and
+    /// graphs live beside the user's cudarc objects — see [`CudaBackend::adopt_stream`],
+    /// [`CudaBackend::adopt_slice`] and [`CudaBackend::lend`].
+    ///
+    /// cudarc's event tracking is left as the context has it. Captures work either way:
+    /// nothing the backend issues, nor work on adopted slices or lent buffers, involves
+    /// cudarc's events. A `CudaSlice` cudarc still tracks cannot be used in a capture on a
+    /// tracking context — cudarc's wait for its last write is refused by CUDA there
+    /// (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`) and invalidates the capture — so adopt it
+    /// first, which also has the graph keep its memory alive. The backend does not turn
+    /// tracking off around its captures: the setting is the context's, for every thread, and
+    /// slices allocated while it is off stay untracked for good, which would take cudarc's
+    /// ordering away from unrelated code without a word.
+    ///
+    /// Errors: [`GraphError::BackendUnavailable`](accel_graph_api::GraphError) if the context
+    /// cannot be made current or the portable ops' kernels cannot be loaded in it.
+    pub fn from_context(ctx: Arc<CudaContext>) -> Result<Self> {
+        Ok(CudaBackend(DriverBackend::new(CudaDevice::with_context(
+            ctx,
+        )?)))
+    }
+
     /// Device memory `(free, total)` in bytes, from `cuMemGetInfo`.
     pub fn mem_get_info(&self) -> Result<(usize, usize)> {
         self.driver().mem_get_info()
     }
 
     /// This thread's current stream as a cudarc stream, for the user's own launches: work on
-    /// it during a capture is captured into the graph.
+    /// it during a capture is captured into the graph. (With your own context and stream,
+    /// [`CudaBackend::from_context`] and [`CudaBackend::adopt_stream`] need no `unsafe`.)
     ///
     /// # Safety
-    /// See [`crate::CuStream::cuda_stream`]: event tracking is off on the stream's context,
-    /// captures must be begun and joined through the backend, and memory the captured work
-    /// touches must outlive every replay.
+    /// See [`crate::CuStream::cuda_stream`]: event tracking may be off on the stream's
+    /// context, captures must be begun and joined through the backend, and memory the captured
+    /// work touches must outlive every replay (lend the backend's buffers to have graphs keep
+    /// them).
     pub unsafe fn current_cuda_stream(&self) -> Arc<CudaStream> {
         let stream = accel_graph_api::Backend::current_stream(self);
         // SAFETY: the caller takes over the contract of `cuda_stream`.

@@ -12,17 +12,28 @@ use accel_graph_driver::{Driver, DriverResult};
 use cudarc::driver::{CudaContext, sys};
 
 use crate::{
+    blas::{Blas, workspace_bytes},
+    editing::{ConditionKernel, driver_version, since},
     error::{BACKEND, check, describe},
     ops::Kernels,
 };
 
-/// The CUDA driver of a [`crate::CudaBackend`]: the device's primary context and the portable
-/// ops' kernels loaded in it.
+/// The CUDA driver of a [`crate::CudaBackend`]: a context of the device (its primary context,
+/// or the user's), the portable ops' kernels loaded in it, and the cuBLAS state of GEMM.
 pub struct CudaDevice {
     /// Before `ctx`: the module is unloaded while the context lives.
     pub(crate) kernels: Kernels,
+    /// The kernel that sets conditional nodes' handles (before `ctx`, as `kernels`), or why
+    /// conditional nodes are unavailable.
+    pub(crate) condition: std::result::Result<ConditionKernel, String>,
+    /// `cuDriverGetVersion` (12080 for 12.8).
+    pub(crate) driver_version: i32,
+    /// Before `ctx`: the handle and workspaces go while the context lives.
+    pub(crate) blas: Blas,
     pub(crate) ordinal: usize,
     name: String,
+    /// Compute capability `(major, minor)`: what users' kernels are compiled for.
+    pub(crate) compute_capability: (i32, i32),
     pub(crate) ctx: Arc<CudaContext>,
 }
 
@@ -37,22 +48,61 @@ impl CudaDevice {
     fn open_loaded(ordinal: usize) -> Result<Self> {
         let ctx = CudaContext::new(ordinal)
             .map_err(|e| unavailable("cuInit/cuDevicePrimaryCtxRetain", e))?;
-        // Our buffers are not cudarc slices, and cudarc's per-slice events recorded and waited
-        // behind a capture's back break it (CUDA_ERROR_STREAM_CAPTURE_ISOLATION): tracking is
-        // off on this context object, which is why the accessors handing it out are `unsafe`.
+        // This context object is the backend's own (not the user's): the accessors handing it
+        // out are `unsafe`, and tracking stays off so that safe-looking cudarc code on it
+        // cannot record cudarc's events into a capture. A user who wants cudarc's tracking
+        // brings their own context (`CudaBackend::from_context`).
         // SAFETY: ordering across streams is the driver layer's job (events, capture joins).
         unsafe { ctx.disable_event_tracking() };
+        Self::on_context(ctx)
+    }
+
+    /// A driver on `ctx`, a context the user made (primary or not): it is bound on every call;
+    /// no other context is made. Its event tracking is left as the user set it.
+    pub(crate) fn with_context(ctx: Arc<CudaContext>) -> Result<Self> {
+        guard_loader("loading the CUDA driver API", || {
+            ctx.bind_to_thread()
+                .map_err(|e| unavailable("cuCtxSetCurrent", e))?;
+            Self::on_context(ctx)
+        })
+    }
+
+    /// The driver on `ctx`, which is current on this thread.
+    fn on_context(ctx: Arc<CudaContext>) -> Result<Self> {
         let name = ctx.name().map_err(|e| unavailable("cuDeviceGetName", e))?;
+        let compute_capability = ctx
+            .compute_capability()
+            .map_err(|e| unavailable("cuDeviceGetAttribute", e))?;
         let kernels = Kernels::load().map_err(|e| GraphError::BackendUnavailable {
             backend: BACKEND,
             reason: format!("loading the portable ops' kernels failed: {e}"),
         })?;
+        let driver_version = driver_version();
+        // Loaded now, outside any capture: conditional nodes launch it inside captures.
+        let condition = if driver_version >= since::CONDITIONAL {
+            ConditionKernel::load()
+        } else {
+            Err(format!(
+                "conditional nodes need a CUDA 12.4 driver, this one is {}.{}",
+                driver_version / 1000,
+                driver_version % 1000 / 10
+            ))
+        };
         Ok(CudaDevice {
             kernels,
-            ordinal,
+            condition,
+            driver_version,
+            blas: Blas::new(workspace_bytes(compute_capability.0)),
+            ordinal: ctx.ordinal(),
             name,
+            compute_capability,
             ctx,
         })
+    }
+
+    /// The device's compute capability `(major, minor)`.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.compute_capability
     }
 
     /// The device ordinal.
@@ -70,14 +120,17 @@ impl CudaDevice {
         })
     }
 
-    /// The cudarc context (the device's primary context).
+    /// The cudarc context: the device's primary context for [`crate::CudaBackend::new`], the
+    /// user's for [`crate::CudaBackend::from_context`].
     ///
     /// # Safety
-    /// cudarc's per-slice event tracking is disabled on this context object (its events break
-    /// stream capture). Safe cudarc code that relies on it — a `CudaSlice` used on two
-    /// streams — loses the ordering cudarc promises: order such work with events yourself.
-    /// Captures must be begun, and streams joined to captures, through the backend only, and
-    /// memory your own work touches in a captured graph must outlive every replay.
+    /// On the context [`crate::CudaBackend::new`] makes, cudarc's per-slice event tracking is
+    /// disabled (its events recorded into a capture break it). Safe cudarc code that relies on
+    /// it — a `CudaSlice` used on two streams — loses the ordering cudarc promises: order such
+    /// work with events yourself. Captures must be begun, and streams joined to captures,
+    /// through the backend only, and memory your own work touches in a captured graph must
+    /// outlive every replay. (With your own context, [`crate::CudaBackend::from_context`],
+    /// adopted streams and lent buffers, none of this is needed.)
     pub unsafe fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
@@ -90,6 +143,16 @@ impl Driver for CudaDevice {
         let mut caps = Capabilities::native_capture(self.name.clone());
         caps.host_callbacks = true;
         caps.graph_upload = true;
+        // Graph editing: executable update exists since CUDA 12.0 (the bindings' minimum is
+        // higher); nodes added to a capture need 12.3's capture-info calls; conditional nodes
+        // 12.4 (`if_else` 12.8) and the set-condition kernel loaded.
+        let version = self.driver_version;
+        caps.graph_update = true;
+        caps.device_launch = true;
+        caps.child_graphs = version >= since::CAPTURE_INFO_V3;
+        let conditions = self.condition.is_ok() && caps.child_graphs;
+        caps.conditional_nodes = conditions && version >= since::CONDITIONAL;
+        caps.conditional_if_else = conditions && version >= since::IF_ELSE;
         caps
     }
 
@@ -121,7 +184,8 @@ impl Driver for CudaDevice {
 
 impl Drop for CudaDevice {
     fn drop(&mut self) {
-        // The module unload that follows (`kernels`) needs the context current here.
+        // The module unload, cuBLAS handle destruction and workspace frees that follow
+        // (`kernels`, `blas`) need the context current here.
         let _ = self.ctx.bind_to_thread();
     }
 }

@@ -54,6 +54,9 @@ impl DriverEvents for CudaDevice {
     }
 
     unsafe fn record_event(&self, event: &CuEvent, stream: &CuStream) -> DriverResult<()> {
+        // An event recorded in a capture the backend does not know would fork the backend's
+        // streams into that capture when they wait on it.
+        self.check_joined(stream)?;
         let flags = if event.external && Self::stream_capturing(stream)? {
             // A node of its own in the graph, recorded by every replay.
             sys::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32
@@ -68,16 +71,18 @@ impl DriverEvents for CudaDevice {
     }
 
     unsafe fn wait_event(&self, stream: &CuStream, event: &CuEvent) -> DriverResult<()> {
+        self.check_joined(stream)?;
         let flags = if event.external && Self::stream_capturing(stream)? {
             sys::CUevent_wait_flags::CU_EVENT_WAIT_EXTERNAL as u32
         } else {
             sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT as u32
         };
         // SAFETY: event and stream are alive.
-        check(
-            unsafe { sys::cuStreamWaitEvent(stream.cu_stream(), event.cu_event(), flags) },
-            "cuStreamWaitEvent",
-        )
+        let status = unsafe { sys::cuStreamWaitEvent(stream.cu_stream(), event.cu_event(), flags) };
+        check(status, "cuStreamWaitEvent")?;
+        // The driver layer joined the stream to the capture this wait forks it into, if any.
+        self.note_joined(stream);
+        Ok(())
     }
 
     fn event_synchronize(&self, event: &CuEvent) -> DriverResult<()> {

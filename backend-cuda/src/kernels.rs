@@ -1,46 +1,259 @@
-//! Users' kernels and GEMM on CUDA.
+//! Users' kernels and GEMM on CUDA: kernels compiled by NVRTC ([`crate::nvrtc`], cached on
+//! disk), loaded as modules and launched with `cuLaunchKernel`; GEMM on cuBLAS
+//! ([`crate::blas`]).
 
-use accel_graph_api::{FloatType, Gemm, GraphError, kernel::Kernel};
-use accel_graph_driver::{
-    DriverError, DriverResult,
-    api::{Bytes, DriverKernels, RawArg},
+use std::{
+    ffi::{CString, c_void},
+    ptr,
+    sync::Arc,
 };
 
-use crate::{CuBlock, CuStream, CudaDevice};
+use accel_graph_api::{FloatType, Gemm, GraphError, backend_kit::ErrorClass, kernel::Kernel};
+use accel_graph_driver::{
+    DriverError, DriverResult,
+    api::{Bytes, DriverKernels, DriverStreams as _, RawArg},
+};
+use cudarc::driver::{CudaContext, sys};
 
-fn unsupported(what: &str) -> DriverError {
-    DriverError::Api(GraphError::Unsupported {
-        what: format!("{what} on the CUDA backend"),
-    })
+use crate::{
+    CuBlock, CuStream, CudaDevice,
+    error::{check, describe, error},
+    nvrtc::{self, ImageKind},
+};
+
+/// A user's kernel loaded in the device's context: its module and entry point. The module is
+/// unloaded on drop, with the context (which the module holds) current.
+pub struct CuModule {
+    module: sys::CUmodule,
+    function: sys::CUfunction,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: module and function handles are plain driver handles, usable from any thread whose
+// current context is the one they were loaded in (every call binds it first); they are never
+// mutated after loading.
+unsafe impl Send for CuModule {}
+// SAFETY: as above.
+unsafe impl Sync for CuModule {}
+
+impl CuModule {
+    /// The raw `CUfunction` of the kernel's entry point, for inspection (attributes, occupancy).
+    /// Valid while the backend instance lives.
+    pub fn cu_function(&self) -> sys::CUfunction {
+        self.function
+    }
+}
+
+impl Drop for CuModule {
+    fn drop(&mut self) {
+        // The backend's kernel cache drops last, perhaps after the device: the module's own
+        // context reference keeps the context alive for the unload.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: loaded by `load_kernel`, unloaded once; no graph of the backend instance
+            // (which held the kernel cache) is left to launch its function.
+            let _ = unsafe { sys::cuModuleUnload(self.module) };
+        }
+    }
+}
+
+impl std::fmt::Debug for CuModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CuModule")
+            .field("module", &self.module)
+            .field("function", &self.function)
+            .finish()
+    }
+}
+
+/// A failure of loading `kernel`'s binary: a kernel failure (the binary or its entry point is
+/// wrong for the device), unless the device itself failed (out of memory, a sticky fault).
+fn load_failed(kernel: &Kernel, code: sys::CUresult, call: &str, hint: &str) -> DriverError {
+    let (name, message) = describe(code);
+    match ErrorClass::of_name(&name) {
+        ErrorClass::Other => DriverError::Api(GraphError::KernelFailed {
+            kernel: kernel.name().to_owned(),
+            message: format!("{call}: {name}: {message}{hint}"),
+        }),
+        _ => error(code, call),
+    }
+}
+
+/// Loads the function now rather than at its first launch: with lazy loading (CUDA's default
+/// since 12.2) a first launch inside a capture would load it there, an implicit
+/// synchronization. `cuFuncLoad` where the driver has it (12.4 and later), else an attribute
+/// query, which loads the function too.
+fn load_now(function: sys::CUfunction) -> sys::CUresult {
+    let mut version = 0;
+    // SAFETY: a local out-parameter.
+    let known = unsafe { sys::cuDriverGetVersion(&mut version) } == sys::CUresult::CUDA_SUCCESS;
+    if known && version >= 12040 {
+        // SAFETY: a live function; the symbol exists from driver 12.4 on (checked above, so
+        // cudarc's loader finds it).
+        unsafe { sys::cuFuncLoad(function) }
+    } else {
+        let mut threads = 0;
+        // SAFETY: a live function, a local out-parameter.
+        unsafe {
+            sys::cuFuncGetAttribute(
+                &mut threads,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                function,
+            )
+        }
+    }
+}
+
+/// One kernel parameter's value, where `cuLaunchKernel`'s argument pointers point.
+enum Param {
+    /// A buffer view's first byte.
+    Pointer(sys::CUdeviceptr),
+    /// A scalar's four bytes.
+    Word(u32),
 }
 
 impl DriverKernels for CudaDevice {
-    type Module = ();
+    type Module = CuModule;
 
-    fn load_kernel(&self, _kernel: &Kernel) -> DriverResult<()> {
-        Err(unsupported("user kernels"))
+    fn load_kernel(&self, kernel: &Kernel) -> DriverResult<CuModule> {
+        let source = kernel
+            .cuda_source()
+            .ok_or_else(|| DriverError::Api(kernel.missing_source("CUDA", "CUDA C")))?;
+        let compiled = nvrtc::compile(kernel, source, self.compute_capability)?;
+        let mut image = compiled.image;
+        if compiled.kind == ImageKind::Ptx && image.last() != Some(&0) {
+            // The driver reads PTX as a NUL-terminated string.
+            image.push(0);
+        }
+        let name = CString::new(kernel.name()).map_err(|_| {
+            DriverError::Api(GraphError::KernelFailed {
+                kernel: kernel.name().to_owned(),
+                message: "the kernel name contains a NUL byte".to_owned(),
+            })
+        })?;
+        let mut module = ptr::null_mut();
+        // SAFETY: `image` is a cubin or NUL-terminated PTX that outlives the call; the context
+        // is current (the driver layer binds it before loading).
+        let rc = unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
+        if rc != sys::CUresult::CUDA_SUCCESS {
+            return Err(load_failed(kernel, rc, "cuModuleLoadData", ""));
+        }
+        let mut loaded = CuModule {
+            module,
+            function: ptr::null_mut(),
+            ctx: Arc::clone(&self.ctx),
+        };
+        let mut function = ptr::null_mut();
+        // SAFETY: a live module; `name` outlives the call.
+        let rc = unsafe { sys::cuModuleGetFunction(&mut function, loaded.module, name.as_ptr()) };
+        if rc != sys::CUresult::CUDA_SUCCESS {
+            return Err(load_failed(
+                kernel,
+                rc,
+                "cuModuleGetFunction",
+                " (the entry point must be `extern \"C\" __global__ void <name>(...)`)",
+            ));
+        }
+        let rc = load_now(function);
+        if rc != sys::CUresult::CUDA_SUCCESS {
+            return Err(load_failed(kernel, rc, "cuFuncLoad", ""));
+        }
+        loaded.function = function;
+        Ok(loaded)
     }
 
     unsafe fn launch_kernel(
         &self,
-        _module: &(),
-        _kernel: &Kernel,
-        _grid: [u32; 3],
-        _args: &[RawArg<'_, CuBlock>],
-        _stream: &CuStream,
+        module: &CuModule,
+        kernel: &Kernel,
+        grid: [u32; 3],
+        args: &[RawArg<'_, CuBlock>],
+        stream: &CuStream,
     ) -> DriverResult<()> {
-        Err(unsupported("user kernels"))
+        self.check_joined(stream)?;
+        let mut params: Vec<Param> = args
+            .iter()
+            .map(|arg| match *arg {
+                RawArg::Buffer { bytes, .. } => {
+                    Param::Pointer(bytes.block.device_ptr() + bytes.offset as u64)
+                }
+                RawArg::Scalar(s) => Param::Word(s.bits()),
+            })
+            .collect();
+        // Pointers into `params`, which is not touched again until the launch returned.
+        let mut pointers: Vec<*mut c_void> = params
+            .iter_mut()
+            .map(|p| match p {
+                Param::Pointer(ptr) => (ptr as *mut sys::CUdeviceptr).cast(),
+                Param::Word(word) => (word as *mut u32).cast(),
+            })
+            .collect();
+        let [bx, by, bz] = kernel.block_dims();
+        // SAFETY: the module is loaded in the current context; one pointer per parameter, in
+        // declaration order, each to a value of the parameter's size (8-byte device pointers,
+        // 4-byte scalars; the driver layer checked kinds and types against the kernel); the
+        // buffers' bytes are live (this method's contract).
+        let rc = unsafe {
+            sys::cuLaunchKernel(
+                module.function,
+                grid[0],
+                grid[1],
+                grid[2],
+                bx,
+                by,
+                bz,
+                0,
+                stream.cu_stream(),
+                pointers.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        };
+        check(rc, "cuLaunchKernel")
     }
 
     unsafe fn gemm(
         &self,
-        _spec: &Gemm,
-        _dtype: FloatType,
-        _a: Bytes<'_, CuBlock>,
-        _b: Bytes<'_, CuBlock>,
-        _c: Bytes<'_, CuBlock>,
-        _stream: &CuStream,
+        spec: &Gemm,
+        dtype: FloatType,
+        a: Bytes<'_, CuBlock>,
+        b: Bytes<'_, CuBlock>,
+        c: Bytes<'_, CuBlock>,
+        stream: &CuStream,
     ) -> DriverResult<()> {
-        Err(unsupported("gemm"))
+        self.check_joined(stream)?;
+        if spec.m == 0 || spec.n == 0 {
+            // C is empty: nothing to compute, and no cuBLAS needed.
+            return Ok(());
+        }
+        // The legacy default stream never captures: no query for it.
+        let capturing = !stream.cu_stream().is_null() && self.capture_id(stream)?.is_some();
+        let workspace = {
+            let mut slot = stream.workspace.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                *slot = Some(self.blas.workspaces.acquire()?);
+            }
+            let Some(slot) = slot.as_mut() else {
+                unreachable!("set above")
+            };
+            if capturing {
+                // A graph may replay this GEMM until the device drops: the workspace stays.
+                slot.mark_captured();
+            }
+            slot.ptr()
+        };
+        let at = |bytes: Bytes<'_, CuBlock>| bytes.block.device_ptr() + bytes.offset as u64;
+        // SAFETY: the context is current (the driver layer binds it); the operands are live
+        // and hold what `spec` needs (this method's contract: lengths checked by the driver
+        // layer); `workspace` is the stream's.
+        unsafe {
+            self.blas.gemm(
+                spec,
+                dtype,
+                at(a),
+                at(b),
+                at(c),
+                stream.cu_stream(),
+                workspace,
+            )
+        }
     }
 }

@@ -12,10 +12,12 @@
 //!
 //! One file per concern of the driver API: `device.rs` (context, capabilities,
 //! synchronization), `stream.rs`, `event.rs`, `memory.rs`, `capture.rs`, `graph.rs` (+
-//! `topology.rs`), `ops.rs` (the kernels, in PTX, and host functions), `error.rs` (CUDA's
-//! results → the driver layer's error classes), and `backend.rs` (the backend type). Calls go
-//! through cudarc's `result` layer where it loses nothing, and its raw `sys` bindings where it
-//! does (each place says why).
+//! `topology.rs`), `ops.rs` (the kernels, in PTX, and host functions), `kernels.rs` (users'
+//! kernels and GEMM: + `nvrtc.rs`, `kernel_cache.rs`, `blas.rs`, and `libs.rs`, which finds
+//! NVRTC and cuBLAS at run time), `error.rs` (CUDA's results → the driver layer's error
+//! classes), `backend.rs` (the backend type) and `interop.rs` (cudarc users' contexts, streams
+//! and slices). Calls go through cudarc's `result` layer where it loses nothing, and its raw
+//! `sys` bindings where it does (each place says why).
 //!
 //! ## CUDA versions and linking
 //!
@@ -31,33 +33,73 @@
 //! bindings. Drivers older than CUDA 12.3 are not supported: the backend uses
 //! `cuStreamGetCaptureInfo_v3` and `cuGraphGetEdges_v2`. The portable ops are PTX (ISA 6.0,
 //! `sm_50` and newer) that the driver compiles at load, so no toolkit or NVRTC is needed at run
-//! time. Keep the toolkit's `stubs/` folder off `LD_LIBRARY_PATH`: its `libcuda.so` is a
-//! link-time stub, and loading it makes [`CudaBackend::new`] fail with
-//! `CUDA_ERROR_STUB_LIBRARY`.
+//! time for them; users' kernels need NVRTC, and GEMM cuBLAS, found on the loader path under
+//! the names cudarc tries for CUDA 12 (`libnvrtc.so`, `libnvrtc.so.12`, ...). Keep the
+//! toolkit's `stubs/` folder off `LD_LIBRARY_PATH`: its `libcuda.so` is a link-time stub, and
+//! loading it makes [`CudaBackend::new`] fail with `CUDA_ERROR_STUB_LIBRARY`.
 //!
 //! ## Memory safety
 //!
-//! Every portable op captured into a graph keeps the memory it touches allocated until the
-//! graph is reset or dropped (the driver layer takes a hold on each block), so dropping a
-//! buffer after capture is harmless. Device frees are deferred while any capture of the
-//! process runs (`cuMemFree` synchronizes, which a capture forbids).
+//! Every portable op, user kernel and GEMM captured into a graph keeps the memory it touches
+//! allocated until the graph is reset or dropped (the driver layer takes a hold on each
+//! block), so dropping a buffer after capture is harmless — as is dropping a buffer lent to
+//! cudarc work captured on an adopted stream. Device frees are deferred while any capture of
+//! the process runs (`cuMemFree` synchronizes, which a capture forbids).
 //!
 //! ## Your own kernels and libraries
 //!
-//! Anything issued on the current stream during a capture is captured:
-//! [`CudaBackend::current_cuda_stream`] is a cudarc stream for your own launches,
-//! [`CudaDevice::context`] the cudarc context, [`CuBlock::device_ptr`] (through
-//! `buffer.block()`) the raw pointer of a buffer. The cudarc objects are handed out by
+//! **Portable kernels** ([`Kernel`](accel_graph_api::kernel::Kernel) with a CUDA C source,
+//! launched with `Backend::launch_kernel`) are compiled by NVRTC, loaded at run time like the
+//! driver, into a cubin for the device's `sm_XY` (PTX for the newest architecture NVRTC knows
+//! only when NVRTC is older than the device), loaded in the backend's context with the entry
+//! point forced loaded (a lazily loaded kernel's first launch inside a capture would be an
+//! implicit synchronization), and cached: per backend instance in memory, across processes on
+//! disk (`$ACCEL_GRAPH_KERNEL_CACHE`, else `$XDG_CACHE_HOME/accel-graph/kernels`, else
+//! `~/.cache/accel-graph/kernels`; an empty `ACCEL_GRAPH_KERNEL_CACHE` turns it off, and a
+//! folder that cannot be written only disables it, with a warning). Without NVRTC the launch
+//! is [`GraphError::LibraryUnavailable`](accel_graph_api::GraphError); a compile error is
+//! `KernelFailed` with NVRTC's log.
+//!
+//! **GEMM** (`Backend::gemm`) is cuBLAS's `cublasGemmStridedBatchedEx` with `f32` accumulation
+//! (no TF32, no 16-bit reductions), one handle per backend instance, and a workspace per stream
+//! set on every call, as PyTorch keeps them: allocated the first time a stream runs a GEMM (in
+//! relaxed capture mode, as PyTorch allocates during a capture), kept while a graph may use it
+//! — until the backend instance drops, which graphs prevent — and reused by later streams once
+//! a stream that never captured a GEMM is gone. Graphs captured on one stream share its
+//! workspace: replay them in order, not concurrently on several streams.
+//!
+//! **cudarc users** keep their own objects, with no `unsafe` for memory safety:
+//!
+//! * [`CudaBackend::from_context`] builds the backend on the user's `CudaContext`;
+//! * [`CudaBackend::adopt_stream`] makes the user's `CudaStream` a stream of the backend: set
+//!   it current and capture on it, and the user's cudarc launches and cuBLAS calls on it land
+//!   in the same graph as the backend's work;
+//! * [`CudaBackend::adopt_slice`] takes ownership of a `CudaSlice`: its memory becomes a buffer
+//!   that graphs keep alive and the backend frees;
+//! * [`CudaBackend::lend`] hands a buffer to cudarc as a [`Lent`], a launch-builder argument
+//!   and a `DevicePtr`/`DevicePtrMut` operand (cuBLAS's wrappers) whose every use is recorded
+//!   with the capture its stream takes part in, so the graph keeps the memory alive — also for
+//!   streams the user forked into the capture with their own event waits.
+//!
+//! cudarc's event tracking may stay on: nothing the backend issues, nor work on adopted slices
+//! or lent buffers, records cudarc events. A `CudaSlice` that cudarc still tracks cannot be
+//! used inside a capture (CUDA refuses cudarc's wait for its last write there with
+//! `CUDA_ERROR_STREAM_CAPTURE_ISOLATION`): adopt it. Work the backend would issue on an adopted
+//! stream that cudarc put into a capture behind the backend's back is refused
+//! (`GraphError::Unsupported`), as that graph would not keep the memory alive.
+//! `docs/INTEROP.md` walks through it; `examples/cudarc_interop.rs` runs it.
+//!
+//! The older raw path stays for other uses: [`CudaBackend::current_cuda_stream`],
+//! [`CudaDevice::context`] and [`CuBlock::device_ptr`] (through `buffer.block()`), handed out by
 //! `unsafe` functions because their safety rests on contracts the backend cannot check:
 //!
-//! * cudarc's per-slice event tracking is off on the context (its events break a capture with
-//!   `CUDA_ERROR_STREAM_CAPTURE_ISOLATION`), so `CudaSlice`s used on several streams must be
-//!   ordered with events by you;
+//! * on the context [`CudaBackend::new`] makes, cudarc's per-slice event tracking is off, so
+//!   `CudaSlice`s used on several streams must be ordered with events by you;
 //! * captures must be begun, and streams forked into captures, through the backend
 //!   (`capture_begin`, `wait_event`), so that it knows which of its streams capture;
-//! * memory your own captured work touches is not known to the backend and must outlive every
-//!   replay of the graph (do not allocate or free `CudaSlice`s during a capture either:
-//!   cudarc's `cuMemAllocAsync`/`cuMemFreeAsync` would become graph nodes).
+//! * memory your own captured work touches through raw pointers is not known to the backend
+//!   and must outlive every replay of the graph (do not allocate or free `CudaSlice`s during a
+//!   capture either: cudarc's `cuMemAllocAsync`/`cuMemFreeAsync` would become graph nodes).
 //!
 //! ## Where the backend differs from raw CUDA
 //!
@@ -69,14 +111,22 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod blas;
 mod capture;
 mod collectives;
 mod device;
+mod editing;
 mod error;
 mod event;
 mod graph;
+mod interop;
+mod kernel_cache;
 mod kernels;
+mod libs;
 mod memory;
+mod nvrtc;
+#[cfg(feature = "nvtx")]
+mod nvtx;
 mod ops;
 mod stream;
 mod topology;
@@ -85,9 +135,14 @@ pub use backend::CudaBackend;
 #[cfg(feature = "nccl")]
 pub use collectives::NcclComm;
 pub use device::CudaDevice;
+pub use editing::{CuConditional, CuNode};
 pub use event::CuEvent;
-pub use graph::{CuGraph, CuGraphExec, INSTANTIATE_FLAGS};
+pub use graph::{CuGraph, CuGraphExec, INSTANTIATE_FLAGS, instantiate_flags};
+pub use interop::{AdoptError, Lent};
+pub use kernels::CuModule;
 pub use memory::CuBlock;
+#[cfg(feature = "nvtx")]
+pub use nvtx::NvtxLayer;
 pub use ops::portable_ops_ptx;
 pub use stream::CuStream;
 

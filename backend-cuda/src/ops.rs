@@ -198,6 +198,7 @@ impl DriverOps for CudaDevice {
         op: PortableOp<Region<'_, CuBlock>>,
         stream: &CuStream,
     ) -> DriverResult<()> {
+        self.check_joined(stream)?;
         let s = stream.cu_stream();
         let scalar = op.scalar();
         let (out, input) = op.operands();
@@ -241,6 +242,7 @@ impl DriverOps for CudaDevice {
         func: HostFn,
         data: *mut c_void,
     ) -> DriverResult<()> {
+        self.check_joined(stream)?;
         // SAFETY: the caller keeps `data` valid while the function can run.
         let rc = unsafe { sys::cuLaunchHostFunc(stream.cu_stream(), Some(func), data) };
         check(rc, "cuLaunchHostFunc")

@@ -1,12 +1,18 @@
-//! CUDA streams: cudarc's `CudaStream`s of the device's context.
+//! CUDA streams: cudarc's `CudaStream`s of the device's context — the backend's own, and
+//! streams of the user's adopted with [`crate::CudaBackend::adopt_stream`].
 
-use std::sync::Arc;
+use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicU64, Ordering},
+};
 
-use accel_graph_driver::{DriverResult, api::DriverStreams};
+use accel_graph_api::GraphError;
+use accel_graph_driver::{DriverError, DriverResult, api::DriverStreams};
 use cudarc::driver::{CudaStream, sys};
 
 use crate::{
     CudaDevice,
+    blas::WorkspaceSlot,
     error::{check, from_cudarc},
 };
 
@@ -15,9 +21,33 @@ use crate::{
 /// non-blocking.
 pub struct CuStream {
     stream: Arc<CudaStream>,
+    /// Made by the user, who keeps a safe cudarc handle of it: cudarc's own calls can begin a
+    /// capture on it, or fork it into one, behind the backend's back, so the backend checks
+    /// with the driver before issuing work on it (see [`CudaDevice::check_joined`]).
+    external: bool,
+    /// For an external stream: the id of the last capture the backend saw it join (its
+    /// `capture_begin`, or a fork through the backend's `wait_event`); 0 for none. Capture
+    /// ids are unique in the process, so an old value never matches a later capture.
+    joined: AtomicU64,
+    /// The stream's cuBLAS workspace, from its first GEMM on.
+    pub(crate) workspace: Mutex<Option<WorkspaceSlot>>,
 }
 
 impl CuStream {
+    fn new(stream: Arc<CudaStream>, external: bool) -> Self {
+        CuStream {
+            stream,
+            external,
+            joined: AtomicU64::new(0),
+            workspace: Mutex::new(None),
+        }
+    }
+
+    /// A user's stream, adopted.
+    pub(crate) fn external(stream: Arc<CudaStream>) -> Self {
+        Self::new(stream, true)
+    }
+
     /// The raw `CUstream` (null for the legacy default stream), for native work: it is
     /// captured when the stream is. Do not destroy it.
     pub fn cu_stream(&self) -> sys::CUstream {
@@ -27,13 +57,84 @@ impl CuStream {
     /// The cudarc stream, for launching your own kernels and library calls with cudarc.
     ///
     /// # Safety
-    /// The stream belongs to a context whose cudarc event tracking is off (see
-    /// [`CudaDevice::context`]): order cudarc slices across streams yourself. Do not begin a
-    /// capture on it, or make it wait on events, through cudarc: the backend must see every
-    /// capture its streams take part in to keep their memory alive. Memory your own captured
-    /// work touches must outlive every replay of the graph.
+    /// The stream belongs to a context whose cudarc event tracking may be off (it is on the
+    /// context [`crate::CudaBackend::new`] makes, see [`CudaDevice::context`]): order cudarc
+    /// slices across streams yourself there. Do not begin a capture on it, or make it wait on
+    /// events, through cudarc: the backend must see every capture its streams take part in to
+    /// keep their memory alive. Memory your own captured work touches must outlive every
+    /// replay of the graph — or be the backend's, lent with [`crate::CudaBackend::lend`].
     pub unsafe fn cuda_stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// Whether the user made the stream (adopted with [`crate::CudaBackend::adopt_stream`]).
+    pub fn is_adopted(&self) -> bool {
+        self.external
+    }
+}
+
+impl Drop for CuStream {
+    fn drop(&mut self) {
+        let slot = self
+            .workspace
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(slot) = slot {
+            // Before the stream goes (the fields drop after this): its GEMMs' workspace waits
+            // for the stream's last work before another stream may take it.
+            slot.retire(self.stream.cu_stream());
+        }
+    }
+}
+
+impl CudaDevice {
+    /// For a stream the user made: `Ok` unless it takes part in a capture the backend did not
+    /// see it join — one begun through cudarc, or one it was forked into by a raw event wait.
+    /// Work the backend issued there would be recorded without its memory kept alive for that
+    /// graph. Streams the backend made are reached only through `unsafe` accessors whose
+    /// contract rules such captures out, so they are not queried.
+    #[inline]
+    pub(crate) fn check_joined(&self, stream: &CuStream) -> DriverResult<()> {
+        if stream.external {
+            self.check_external(stream)
+        } else {
+            Ok(())
+        }
+    }
+
+    #[cold]
+    fn check_external(&self, stream: &CuStream) -> DriverResult<()> {
+        match self.capture_id(stream)? {
+            Some(id) if id != stream.joined.load(Ordering::Acquire) => {
+                Err(DriverError::Api(GraphError::Unsupported {
+                    what: "work on an adopted stream that takes part in a capture the backend \
+                           did not see it join (a capture begun through cudarc, or a fork by a \
+                           raw event wait): the graph would not keep the memory of that work \
+                           alive. Begin captures with the backend (capture_begin, capture_on) \
+                           and fork streams into them with its record_event/wait_event"
+                        .to_owned(),
+                }))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// After the backend began a capture on `stream` or forked it into one: remembers the
+    /// capture it joined (for [`CudaDevice::check_joined`]). Infallible, as the call it
+    /// follows succeeded: if the driver cannot tell the capture, work on the stream is refused
+    /// until the capture ends — never issued unkept.
+    pub(crate) fn note_joined(&self, stream: &CuStream) {
+        if !stream.external {
+            return;
+        }
+        match self.capture_id(stream) {
+            Ok(Some(id)) => stream.joined.store(id, Ordering::Release),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the capture an adopted stream joined")
+            }
+        }
     }
 }
 
@@ -41,9 +142,7 @@ impl DriverStreams for CudaDevice {
     type Stream = CuStream;
 
     fn default_stream(&self) -> CuStream {
-        CuStream {
-            stream: self.ctx.default_stream(),
-        }
+        CuStream::new(self.ctx.default_stream(), false)
     }
 
     fn create_stream(&self) -> DriverResult<CuStream> {
@@ -51,7 +150,7 @@ impl DriverStreams for CudaDevice {
             .ctx
             .new_stream()
             .map_err(|e| from_cudarc(e, "cuStreamCreate"))?;
-        Ok(CuStream { stream })
+        Ok(CuStream::new(stream, false))
     }
 
     fn stream_key(&self, stream: &CuStream) -> u64 {

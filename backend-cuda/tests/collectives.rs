@@ -1,4 +1,4 @@
-//! The collective cases (conformance §16) on CUDA, one rank per GPU (rank `r` on device `r`),
+//! The collective cases (conformance §17) on CUDA, one rank per GPU (rank `r` on device `r`),
 //! ranks as threads, for worlds of 1, 2, 4 and 8 ranks. A world larger than the machine's GPUs
 //! is skipped with the reason, as is every case without a GPU, without NCCL, or in a build
 //! without the `nccl` feature.

@@ -6,22 +6,25 @@ use accel_graph_api::{BackendKind, Capabilities, GraphError, Result};
 use accel_graph_driver::{Driver, DriverResult};
 
 use crate::{
+    backend::Opening,
+    code_cache::Target,
     error::{BACKEND, check, unavailable},
     ffi,
     ops::Kernels,
-    probe,
+    probe, rtc,
 };
 
-/// The HIP driver of a [`crate::HipBackend`]: one device, and the portable ops' kernels
-/// loaded on it.
+/// The HIP driver of a [`crate::HipBackend`]: one device, and the built-in kernels (portable
+/// ops and GEMM) loaded on it.
 pub struct HipDevice {
-    /// First: the module is unloaded (with the device current, see `Drop`) before the rest.
     pub(crate) kernels: Kernels,
     ordinal: usize,
     /// `ordinal` as the runtime takes it (checked to fit when the device opened).
-    raw_ordinal: c_int,
+    pub(crate) raw_ordinal: c_int,
     name: String,
     runtime_version: i32,
+    /// What code is compiled for here: the kernel cache's key.
+    pub(crate) target: Target,
     runtime_refuses_capture_alloc: Option<bool>,
 }
 
@@ -37,9 +40,30 @@ fn started(err: ffi::hipError_t, call: &str) -> Result<()> {
 impl HipDevice {
     /// Initializes HIP and opens device `ordinal`. Without a usable runtime or device the
     /// error is [`GraphError::BackendUnavailable`] carrying HIP's error name and text.
-    pub(crate) fn open(ordinal: usize) -> Result<Self> {
-        // SAFETY: plain runtime initialization.
+    pub(crate) fn open(ordinal: usize, opening: Opening) -> Result<Self> {
+        // SAFETY: plain runtime initialization (idempotent).
         started(unsafe { ffi::hipInit(0) }, "hipInit")?;
+        let previous = match opening {
+            Opening::Own => None,
+            Opening::Existing => {
+                let mut device: c_int = 0;
+                // SAFETY: `device` is a local out-parameter.
+                started(unsafe { ffi::hipGetDevice(&mut device) }, "hipGetDevice")?;
+                Some(device)
+            }
+        };
+        let opened = Self::open_device(ordinal, opening);
+        if let Some(device) = previous {
+            // SAFETY: the device the runtime reported current on this thread.
+            let restored = started(unsafe { ffi::hipSetDevice(device) }, "hipSetDevice");
+            // A backend that opened but cannot give the thread its device back is refused:
+            // the caller relies on that state.
+            return opened.and_then(|d| restored.map(|()| d));
+        }
+        opened
+    }
+
+    fn open_device(ordinal: usize, opening: Opening) -> Result<Self> {
         let mut count: c_int = 0;
         started(
             // SAFETY: `count` is a local out-parameter.
@@ -76,17 +100,23 @@ impl HipDevice {
             unsafe { ffi::hipRuntimeGetVersion(&mut runtime_version) },
             "hipRuntimeGetVersion",
         )?;
-        let runtime_refuses_capture_alloc = probe::runtime_refuses_capture_alloc();
-        let kernels = Kernels::load(ordinal).map_err(|e| GraphError::BackendUnavailable {
-            backend: BACKEND,
-            reason: format!("loading the portable ops' kernels failed: {e}"),
-        })?;
+        let target = target_of(raw_ordinal, runtime_version);
+        let runtime_refuses_capture_alloc = match opening {
+            Opening::Own => probe::runtime_refuses_capture_alloc(),
+            Opening::Existing => probe::known_answer(),
+        };
+        let kernels =
+            Kernels::load(raw_ordinal, &target).map_err(|e| GraphError::BackendUnavailable {
+                backend: BACKEND,
+                reason: format!("loading the built-in kernels (portable ops, GEMM) failed: {e}"),
+            })?;
         Ok(HipDevice {
             kernels,
             ordinal,
             raw_ordinal,
             name,
             runtime_version,
+            target,
             runtime_refuses_capture_alloc,
         })
     }
@@ -101,6 +131,14 @@ impl HipDevice {
         self.runtime_version
     }
 
+    /// The device's architecture as code is compiled for it: `gcnArchName` (e.g.
+    /// `gfx90a:sramecc+:xnack-`; `sm_90` under the HIP-on-CUDA shim), or a placeholder naming
+    /// the ordinal where the runtime did not report one (compiled code is then not cached on
+    /// disk).
+    pub fn arch(&self) -> &str {
+        &self.target.arch
+    }
+
     /// Whether the runtime itself refuses `hipMalloc` on the thread of a capture that is not
     /// relaxed, as CUDA does (probed once per process; `None` if the probe could not run).
     ///
@@ -109,6 +147,35 @@ impl HipDevice {
     /// by the runtime too.
     pub fn runtime_refuses_capture_alloc(&self) -> Option<bool> {
         self.runtime_refuses_capture_alloc
+    }
+}
+
+/// What code is compiled for on device `raw_ordinal`: its `gcnArchName` and the compiler's
+/// versions.
+fn target_of(raw_ordinal: c_int, runtime_version: i32) -> Target {
+    // SAFETY: `hipDeviceProp_t` is plain data (integers, arrays, raw pointers): all zeros is
+    // a value of it.
+    let mut props: ffi::hipDeviceProp_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `props` has the runtime's layout (checked in `ffi.rs`); a valid device index.
+    let err = unsafe { ffi::hipGetDeviceProperties(&mut props, raw_ordinal) };
+    // Terminated whatever the runtime wrote.
+    if let Some(last) = props.gcnArchName.last_mut() {
+        *last = 0;
+    }
+    // SAFETY: the array is NUL-terminated (last element set above).
+    let arch = unsafe { CStr::from_ptr(props.gcnArchName.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let known = err == ffi::hipError_t::hipSuccess && !arch.is_empty();
+    Target {
+        arch: if known {
+            arch
+        } else {
+            format!("device {raw_ordinal} of an unreported architecture")
+        },
+        rtc_version: rtc::version(),
+        runtime_version,
+        persistent: known,
     }
 }
 
@@ -123,6 +190,10 @@ impl Driver for HipDevice {
         let mut caps = Capabilities::native_capture(self.name.clone());
         caps.host_callbacks = optional.launch_host_func.is_some();
         caps.graph_upload = optional.graph_upload.is_some();
+        // Executable update and child-graph nodes exist in ROCm 5.2; conditional nodes do
+        // not exist in HIP at all.
+        caps.graph_update = true;
+        caps.child_graphs = true;
         caps
     }
 
@@ -151,19 +222,13 @@ impl Driver for HipDevice {
     }
 }
 
-impl Drop for HipDevice {
-    fn drop(&mut self) {
-        // The module unload that follows (`kernels`) belongs to this device.
-        let _ = self.bind();
-    }
-}
-
 impl std::fmt::Debug for HipDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HipDevice")
             .field("name", &self.name)
             .field("ordinal", &self.ordinal)
             .field("runtime_version", &self.runtime_version)
+            .field("arch", &self.target.arch)
             .field(
                 "runtime_refuses_capture_alloc",
                 &self.runtime_refuses_capture_alloc,

@@ -40,7 +40,16 @@ unsafe extern "C" {
     pub(crate) fn hiprtcGetCode(prog: HiprtcProgram, code: *mut c_char) -> HiprtcResult;
     pub(crate) fn hiprtcDestroyProgram(prog: *mut HiprtcProgram) -> HiprtcResult;
     pub(crate) fn hiprtcGetErrorString(result: HiprtcResult) -> *const c_char;
+    pub(crate) fn hiprtcVersion(major: *mut c_int, minor: *mut c_int) -> HiprtcResult;
 }
+
+// `hipGetDeviceProperties` is hip-sys' binding; its `hipDeviceProp_t` (generated from ROCm 5.4's
+// headers) has ROCm 5.2's layout, which is what the runtime writes and what the HIP-on-CUDA
+// shim's `hip_abi.h` writes out (checked against the headers by `abi_check.cpp`).
+const _: () = {
+    assert!(std::mem::size_of::<hipDeviceProp_t>() == 792);
+    assert!(std::mem::offset_of!(hipDeviceProp_t, gcnArchName) == 396);
+};
 
 // Node types are read as a plain `int`: ROCm 5.2 numbers them from 1, later releases (and
 // hip-sys' enum) from 0, so the value is decoded against the runtime version instead of being
@@ -49,6 +58,28 @@ unsafe extern "C" {
 unsafe extern "C" {
     #[link_name = "hipGraphNodeGetType"]
     pub(crate) fn hipGraphNodeGetTypeRaw(node: hipGraphNode_t, kind: *mut c_int) -> hipError_t;
+}
+
+// Enum out-parameters of the editing calls are read as plain ints as well, so a value a
+// runtime adds later can never be an invalid enum.
+#[link(name = "amdhip64")]
+unsafe extern "C" {
+    #[link_name = "hipGraphExecUpdate"]
+    pub(crate) fn hipGraphExecUpdateRaw(
+        exec: hipGraphExec_t,
+        graph: hipGraph_t,
+        error_node: *mut hipGraphNode_t,
+        result: *mut c_int,
+    ) -> hipError_t;
+    #[link_name = "hipStreamGetCaptureInfo_v2"]
+    pub(crate) fn hipStreamGetCaptureInfoV2Raw(
+        stream: hipStream_t,
+        status: *mut c_int,
+        id: *mut std::ffi::c_ulonglong,
+        graph: *mut hipGraph_t,
+        dependencies: *mut *const hipGraphNode_t,
+        count: *mut usize,
+    ) -> hipError_t;
 }
 
 /// `hipGraphUpload(exec, stream)`.

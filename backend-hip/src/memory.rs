@@ -26,6 +26,13 @@ impl HBlock {
     pub fn device_ptr(&self) -> *mut c_void {
         self.ptr
     }
+
+    /// No memory: the operand of a launch that touches none.
+    pub(crate) fn null() -> Self {
+        HBlock {
+            ptr: std::ptr::null_mut(),
+        }
+    }
 }
 
 impl DriverMemory for HipDevice {

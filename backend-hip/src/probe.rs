@@ -17,15 +17,22 @@ use accel_graph_driver::DriverResult;
 
 use crate::{HGraph, HStream, error::check, ffi};
 
+/// The probe's answer, once it ran.
+static ANSWER: OnceLock<Option<bool>> = OnceLock::new();
+
 /// Whether the runtime refused `hipMalloc` on the thread of a thread-local capture; `None` if
 /// the probe could not run (logged).
 pub(crate) fn runtime_refuses_capture_alloc() -> Option<bool> {
-    static ANSWER: OnceLock<Option<bool>> = OnceLock::new();
     *ANSWER.get_or_init(|| {
         probe()
             .inspect_err(|e| tracing::warn!(error = %e, "the HIP capture-allocation probe failed"))
             .ok()
     })
+}
+
+/// The probe's answer if it ran in this process; `None` if it did not (or could not run).
+pub(crate) fn known_answer() -> Option<bool> {
+    ANSWER.get().copied().flatten()
 }
 
 /// Begins a thread-local capture on a scratch stream, calls `hipMalloc` on the same thread and

@@ -14,6 +14,8 @@ use crate::{
 #[derive(Debug)]
 pub struct HStream {
     raw: ffi::hipStream_t,
+    /// Destroyed on drop: false for the null stream and for streams adopted from the caller.
+    owned: bool,
 }
 
 // SAFETY: a hipStream_t is a process-wide runtime handle that any host thread may use; the
@@ -29,7 +31,13 @@ impl HStream {
         // SAFETY: `raw` is a local out-parameter.
         let err = unsafe { ffi::hipStreamCreateWithFlags(&mut raw, ffi::hipStreamNonBlocking) };
         check(err, "hipStreamCreateWithFlags")?;
-        Ok(HStream { raw })
+        Ok(HStream { raw, owned: true })
+    }
+
+    /// The caller's stream `raw`, never destroyed by the backend; `None` for the null stream
+    /// (the backend's default stream already stands for it).
+    pub(crate) fn borrowed(raw: ffi::hipStream_t) -> Option<Self> {
+        (!raw.is_null()).then_some(HStream { raw, owned: false })
     }
 
     /// The raw `hipStream_t` (null for the default stream), for native work: it is captured
@@ -44,11 +52,11 @@ impl HStream {
 
 impl Drop for HStream {
     fn drop(&mut self) {
-        if self.raw.is_null() {
+        if !self.owned {
             return;
         }
-        // SAFETY: the stream was created by `create_stream` and this is its only owner (the
-        // driver layer shares it behind an `Arc`).
+        // SAFETY: the stream was created by `create` and this is its only owner (the driver
+        // layer shares it behind an `Arc`).
         let err = unsafe { ffi::hipStreamDestroy(self.raw) };
         if err != ffi::hipError_t::hipSuccess {
             tracing::warn!(error = %name_of(err), "hipStreamDestroy failed");
@@ -62,6 +70,7 @@ impl DriverStreams for HipDevice {
     fn default_stream(&self) -> HStream {
         HStream {
             raw: std::ptr::null_mut(),
+            owned: false,
         }
     }
 
@@ -99,5 +108,22 @@ impl DriverStreams for HipDevice {
             return Err(error(err, "hipStreamGetCaptureInfo"));
         }
         Ok((status != ffi::hipStreamCaptureStatus::hipStreamCaptureStatusNone).then_some(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adopted_streams_are_never_the_null_stream_nor_destroyed() {
+        assert!(HStream::borrowed(std::ptr::null_mut()).is_none());
+        // A non-null handle that is no stream at all: dropping the wrapper must not reach the
+        // runtime (it would be hipStreamDestroy on garbage).
+        let fake = std::ptr::NonNull::<ffi::ihipStream_t>::dangling().as_ptr();
+        let adopted = HStream::borrowed(fake).expect("a non-null handle");
+        assert_eq!(adopted.raw(), fake);
+        assert!(!adopted.owned);
+        drop(adopted);
     }
 }

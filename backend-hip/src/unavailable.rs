@@ -9,14 +9,14 @@
 use std::{ffi::c_void, marker::PhantomData, path::Path};
 
 use accel_graph_api::{
-    BackendKind, Capabilities, CaptureErrorMode, EventOptions, FloatType, Gemm, GraphError,
-    GraphTopology, PortableOp, Result, kernel::Kernel,
+    BackendKind, Capabilities, CaptureErrorMode, ConditionalKind, EventOptions, FloatType, Gemm,
+    GraphError, GraphTopology, InstantiateFlags, PortableOp, Result, kernel::Kernel,
 };
 use accel_graph_driver::{
     Driver, DriverResult,
     api::{
-        Bytes, DriverCapture, DriverEvents, DriverGraphs, DriverKernels, DriverMemory, DriverOps,
-        DriverStreams, HostFn, RawArg, Region,
+        Bytes, CapturePoint, DriverCapture, DriverEditing, DriverEvents, DriverGraphs,
+        DriverKernels, DriverMemory, DriverOps, DriverStreams, HostFn, RawArg, Region,
     },
 };
 
@@ -52,6 +52,12 @@ pub struct HBlock {
     never: Never,
 }
 
+/// A user kernel loaded on a device (none in this build).
+#[derive(Debug)]
+pub struct HipKernelModule {
+    never: Never,
+}
+
 /// A captured graph (none in this build).
 #[derive(Debug)]
 pub struct HGraph {
@@ -68,6 +74,16 @@ pub struct HGraphExec {
     _handle: PhantomData<*mut c_void>,
 }
 
+/// A node of a HIP graph (none in this build).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HNode {
+    never: Never,
+}
+
+/// No conditional node is ever built on HIP (the type has no value).
+#[derive(Debug)]
+pub enum HNoConditional {}
+
 // SAFETY: there is no value of the type.
 unsafe impl Send for HGraph {}
 // SAFETY: there is no value of the type.
@@ -75,8 +91,8 @@ unsafe impl Send for HGraphExec {}
 
 impl HipDevice {
     /// Always [`GraphError::BackendUnavailable`] in this build.
-    pub(crate) fn open(ordinal: usize) -> Result<Self> {
-        let _ = ordinal;
+    pub(crate) fn open(ordinal: usize, opening: crate::backend::Opening) -> Result<Self> {
+        let _ = (ordinal, opening);
         Err(GraphError::BackendUnavailable {
             backend: "hip",
             reason: REASON.to_owned(),
@@ -95,6 +111,18 @@ impl HipDevice {
 
     /// Whether the runtime itself refuses `hipMalloc` during a capture.
     pub fn runtime_refuses_capture_alloc(&self) -> Option<bool> {
+        match self.never {}
+    }
+
+    /// The device's architecture as code is compiled for it.
+    pub fn arch(&self) -> &str {
+        match self.never {}
+    }
+}
+
+impl HBlock {
+    /// The raw device pointer.
+    pub fn device_ptr(&self) -> *mut c_void {
         match self.never {}
     }
 }
@@ -193,7 +221,7 @@ impl DriverCapture for HipDevice {
 
 impl DriverGraphs for HipDevice {
     type Exec = HGraphExec;
-    fn instantiate(&self, graph: &HGraph) -> DriverResult<HGraphExec> {
+    fn instantiate(&self, graph: &HGraph, _: InstantiateFlags) -> DriverResult<HGraphExec> {
         match graph.never {}
     }
     fn upload_exec(&self, exec: &HGraphExec, _: &HStream) -> DriverResult<()> {
@@ -223,19 +251,19 @@ impl DriverOps for HipDevice {
 }
 
 impl DriverKernels for HipDevice {
-    type Module = ();
-    fn load_kernel(&self, _: &Kernel) -> DriverResult<()> {
+    type Module = HipKernelModule;
+    fn load_kernel(&self, _: &Kernel) -> DriverResult<HipKernelModule> {
         match self.never {}
     }
     unsafe fn launch_kernel(
         &self,
-        _: &(),
+        module: &HipKernelModule,
         _: &Kernel,
         _: [u32; 3],
         _: &[RawArg<'_, HBlock>],
         _: &HStream,
     ) -> DriverResult<()> {
-        match self.never {}
+        match module.never {}
     }
     unsafe fn gemm(
         &self,
@@ -247,5 +275,78 @@ impl DriverKernels for HipDevice {
         _: &HStream,
     ) -> DriverResult<()> {
         match self.never {}
+    }
+}
+
+impl DriverEditing for HipDevice {
+    type NodeKey = HNode;
+    type Conditional = HNoConditional;
+    fn capture_point(&self, _: &HStream) -> DriverResult<Option<CapturePoint<HNode>>> {
+        match self.never {}
+    }
+    fn clone_graph(&self, graph: &HGraph) -> DriverResult<HGraph> {
+        match graph.never {}
+    }
+    fn find_in_clone(&self, key: HNode, _: &HGraph, _: &HGraph) -> DriverResult<HNode> {
+        match key.never {}
+    }
+    fn update_exec(&self, exec: &mut HGraphExec, _: &HGraph, _: &HGraph) -> DriverResult<()> {
+        match exec.never {}
+    }
+    unsafe fn set_op(
+        &self,
+        _: &mut HGraph,
+        key: HNode,
+        _: Option<(&mut HGraphExec, HNode)>,
+        _: PortableOp<Region<'_, HBlock>>,
+    ) -> DriverResult<()> {
+        match key.never {}
+    }
+    unsafe fn set_kernel(
+        &self,
+        _: &mut HGraph,
+        key: HNode,
+        _: Option<(&mut HGraphExec, HNode)>,
+        _: &(),
+        _: &Kernel,
+        _: [u32; 3],
+        _: &[RawArg<'_, HBlock>],
+    ) -> DriverResult<()> {
+        match key.never {}
+    }
+    unsafe fn launch_child(&self, child: &HGraph, _: &HStream) -> DriverResult<()> {
+        match child.never {}
+    }
+    fn conditional_support(&self, _: ConditionalKind) -> std::result::Result<(), String> {
+        match self.never {}
+    }
+    unsafe fn begin_conditional(
+        &self,
+        _: &HStream,
+        _: ConditionalKind,
+        _: Bytes<'_, HBlock>,
+        _: u32,
+    ) -> DriverResult<HNoConditional> {
+        match self.never {}
+    }
+    unsafe fn begin_branch(
+        &self,
+        conditional: &mut HNoConditional,
+        _: usize,
+        _: &HStream,
+        _: CaptureErrorMode,
+    ) -> DriverResult<()> {
+        match *conditional {}
+    }
+    unsafe fn end_branch(
+        &self,
+        conditional: &mut HNoConditional,
+        _: usize,
+        _: &HStream,
+    ) -> DriverResult<()> {
+        match *conditional {}
+    }
+    unsafe fn end_conditional(&self, conditional: HNoConditional, _: &HStream) -> DriverResult<()> {
+        match conditional {}
     }
 }

@@ -75,6 +75,7 @@ fn the_driver_types_are_the_same_in_both_builds() {
     send_sync::<accel_graph_hip::HStream>();
     send_sync::<accel_graph_hip::HEvent>();
     send_sync::<accel_graph_hip::HBlock>();
+    send_sync::<accel_graph_hip::HipKernelModule>();
     send::<accel_graph_hip::HGraph>();
     send::<accel_graph_hip::HGraphExec>();
     send_sync::<accel_graph_hip::HipBuffer>();

@@ -38,6 +38,13 @@ pub struct MockConfig {
     /// event wait or a synchronize, and nodes of a captured graph with no path between them
     /// (checked when the capture ends). Off, the mock keeps no access history.
     pub race_sanitizer: bool,
+    /// **A fault switch, for testing sanitizers and suites**: when set, a graph pool hands a
+    /// free block to any allocation of the pool, whatever the streams — also to a branch of
+    /// a capture that is not ordered after the block's last use, so that two branches of one
+    /// graph share memory (silent corruption on a device that runs them concurrently; the
+    /// mock runs them in recording order, which hides it from the values). Off by default;
+    /// real backends have no such switch.
+    pub unordered_pool_reuse: bool,
 }
 
 impl MockConfig {
@@ -62,6 +69,7 @@ impl Default for MockConfig {
             poison_new_memory: false,
             shared_device: None,
             race_sanitizer: true,
+            unordered_pool_reuse: false,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{
     atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
-use accel_graph_api::{BackendKind, Capabilities};
+use accel_graph_api::{BackendKind, Capabilities, backend_kit::stream_order::ReuseRule};
 use accel_graph_driver::{Driver, DriverError, DriverResult, software::SoftwareCapture};
 
 use crate::{
@@ -125,6 +125,12 @@ impl Driver for MockDevice {
         caps.uncapturable_default_stream = true;
         caps.capture_modes_enforced = true;
         caps.event_timing = true;
+        // Graph editing in software: records patched in place, children inlined, conditions
+        // read from simulated memory when their node runs.
+        caps.graph_update = true;
+        caps.child_graphs = true;
+        caps.conditional_nodes = true;
+        caps.conditional_if_else = true;
         caps
     }
 
@@ -148,6 +154,15 @@ impl Driver for MockDevice {
         }
         self.host_waited_for_device();
         Ok(())
+    }
+
+    /// The fault switch [`MockConfig::unordered_pool_reuse`].
+    fn pool_reuse_rule(&self) -> ReuseRule {
+        if self.config.unordered_pool_reuse {
+            ReuseRule::Unordered
+        } else {
+            ReuseRule::StreamOrdered
+        }
     }
 
     fn on_alloc(&self, _bytes: usize) -> DriverResult<()> {

@@ -15,6 +15,7 @@ use accel_graph_api::{GraphError, NodeKind, PortableOp};
 use accel_graph_driver::{
     DriverError, DriverResult,
     api::{DriverOps, HostFn, Region},
+    software::Node,
 };
 
 use crate::{
@@ -87,6 +88,12 @@ pub(crate) enum MockCommand {
     Gemm(Arc<crate::kernels::GemmLaunch>),
     /// A collective: meets the other ranks of its communicator when it runs.
     Collective(Arc<crate::collectives::CollectiveLaunch>),
+    /// A child graph: another graph's recorded commands, run in their order (inlined into the
+    /// plan an instantiation makes).
+    Child(Arc<Vec<Node<MockCommand>>>),
+    /// A conditional node: bodies run or skipped by a condition in simulated memory, read when
+    /// the node runs.
+    Conditional(Arc<crate::editing::MockConditional>),
 }
 
 impl MockCommand {
@@ -101,6 +108,8 @@ impl MockCommand {
             MockCommand::Host(_) => NodeKind::Host,
             MockCommand::RecordEvent(_) => NodeKind::EventRecord,
             MockCommand::WaitEvent(_) => NodeKind::EventWait,
+            MockCommand::Child(_) => NodeKind::Graph,
+            MockCommand::Conditional(_) => NodeKind::Conditional,
         }
     }
 
@@ -115,6 +124,8 @@ impl MockCommand {
             MockCommand::Host(_) => "host_callback".to_owned(),
             MockCommand::RecordEvent(_) => "event_record".to_owned(),
             MockCommand::WaitEvent(_) => "event_wait".to_owned(),
+            MockCommand::Child(nodes) => format!("child graph ({} nodes)", nodes.len()),
+            MockCommand::Conditional(c) => c.label(),
         }
     }
 
@@ -132,6 +143,13 @@ impl MockCommand {
             MockCommand::Kernel(k) => k.blocks().find_map(released),
             MockCommand::Gemm(g) => g.blocks().into_iter().find_map(released),
             MockCommand::Collective(c) => c.blocks().into_iter().find_map(released),
+            MockCommand::Child(nodes) => nodes.iter().find_map(|n| n.command.released_address()),
+            MockCommand::Conditional(c) => released(&c.cond.block).or_else(|| {
+                c.bodies
+                    .iter()
+                    .flatten()
+                    .find_map(MockCommand::released_address)
+            }),
             _ => None,
         }
     }
@@ -242,6 +260,12 @@ impl MockDevice {
             MockCommand::Kernel(k) => k.run()?,
             MockCommand::Gemm(g) => g.run(),
             MockCommand::Collective(c) => c.run()?,
+            MockCommand::Child(nodes) => {
+                for inner in nodes.iter() {
+                    self.execute(&inner.command, node)?;
+                }
+            }
+            MockCommand::Conditional(c) => self.run_conditional(c, node)?,
         }
         self.tick();
         Ok(())

@@ -1,4 +1,4 @@
-//! The mock's collectives beyond the generic cases (conformance §16): what only a simulation
+//! The mock's collectives beyond the generic cases (conformance §17): what only a simulation
 //! can report (eager mismatches, a replay a peer never joins), the capture-mode rule for
 //! ranks sharing a capture domain, nodes and the race sanitizer, and ranks meeting through a
 //! directory as processes would.

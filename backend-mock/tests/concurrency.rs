@@ -6,7 +6,7 @@ use std::sync::{
     atomic::{AtomicUsize, Ordering},
 };
 
-use accel_graph_api::prelude::*;
+use accel_graph_api::{HostCallback, prelude::*};
 use accel_graph_mock::{MockBackend, MockConfig};
 
 #[test]
@@ -24,6 +24,66 @@ fn a_host_callback_may_use_the_backend() -> Result<()> {
     g.replay()?;
     g.replay()?;
     assert_eq!(b.download(&*x)?, vec![2.0]);
+    Ok(())
+}
+
+/// On the mock a host callback runs inside the call that issued it, which holds the stream's
+/// membership settled: the callback's own calls on that stream go ahead (an op, an event
+/// recorded and waited on there), but a wait that would fork the stream into a capture is
+/// refused with `Unsupported` — nothing may change a settled stream's membership, and no
+/// call inside a host callback may block (CUDA permits none there at all).
+#[test]
+fn a_host_callback_may_order_its_own_stream_but_not_fork_it() -> Result<()> {
+    let b = MockBackend::new();
+    let (s, cap) = (b.new_stream()?, b.new_stream()?);
+    let x = Arc::new(b.alloc_from(&[0.0])?);
+    let y = b.alloc_from(&[0.0])?;
+    let own = Arc::new(b.new_event()?);
+    let in_capture = Arc::new(b.new_event()?);
+    let mut g = b.graph(GraphOptions::new())?;
+    let outcomes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    {
+        let _cap = b.use_stream(&cap)?;
+        g.capture_begin()?;
+        b.add_scalar(&y, 1.0)?;
+        b.record_event(&in_capture)?;
+    }
+    {
+        let _on_s = b.use_stream(&s)?;
+        let (b2, x2, own2, captured2, outcomes2) = (
+            b.clone(),
+            Arc::clone(&x),
+            Arc::clone(&own),
+            Arc::clone(&in_capture),
+            Arc::clone(&outcomes),
+        );
+        b.host_callback(Arc::new(move || {
+            let ordered = b2
+                .add_scalar(&*x2, 1.0)
+                .and_then(|()| b2.record_event(&own2))
+                .and_then(|()| b2.wait_event(&own2));
+            let forked = b2.wait_event(&captured2);
+            outcomes2.lock().unwrap().push((ordered, forked));
+        }))?;
+    }
+    {
+        let _cap = b.use_stream(&cap)?;
+        g.capture_end()?;
+    }
+    let outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
+    assert_eq!(outcomes.len(), 1, "the callback ran once");
+    let (ordered, forked) = &outcomes[0];
+    assert!(ordered.is_ok(), "{ordered:?}");
+    assert!(
+        matches!(forked, Err(GraphError::Unsupported { .. })),
+        "{forked:?}"
+    );
+    assert!(!b.is_capturing(&s)?);
+    // The callback's op ran on `s`: wait for it before reading on the default stream.
+    b.stream_synchronize(&s)?;
+    assert_eq!(b.download(&*x)?, vec![1.0]);
+    g.replay()?;
+    assert_eq!(b.download(&y)?, vec![1.0]);
     Ok(())
 }
 
@@ -193,5 +253,87 @@ fn unsafe_calls_and_frees_never_meet_a_capture_at_the_device() -> Result<()> {
         (0, 0),
         "calls that reached the device during a capture they conflict with"
     );
+    Ok(())
+}
+
+/// Counts the host callbacks made and dropped: a callback's data freed twice (an eager
+/// trampoline recorded as a graph node and run again by a replay) drops its closure twice, or
+/// crashes; one never freed is a leak.
+#[derive(Default)]
+struct CallbackLedger {
+    made: AtomicUsize,
+    dropped: AtomicUsize,
+    runs: AtomicUsize,
+}
+
+/// A closure's share of the ledger: dropped with the closure.
+struct Entry(Arc<CallbackLedger>);
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.0.dropped.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+impl CallbackLedger {
+    fn callback(self: &Arc<Self>) -> HostCallback {
+        self.made.fetch_add(1, Ordering::AcqRel);
+        let entry = Entry(Arc::clone(self));
+        Arc::new(move || {
+            entry.0.runs.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+}
+
+/// One thread issues eager host callbacks on a stream while another keeps beginning relaxed
+/// captures on it and replaying them. Whether each callback is eager (its trampoline frees it
+/// when it runs) or captured (the graph keeps it) is decided and launched with the stream's
+/// membership settled, so a capture begun in between cannot record an eager trampoline as a
+/// node — which every replay would run again on freed memory (it crashed in 3 runs of 3).
+#[test]
+fn an_eager_host_callback_never_becomes_a_node_of_a_capture_begun_meanwhile() -> Result<()> {
+    const CAPTURES: usize = 10_000;
+    let b = MockBackend::new();
+    let baseline = b.memory_stats();
+    let s = b.new_stream()?;
+    let ledger = Arc::new(CallbackLedger::default());
+    let done = AtomicUsize::new(0);
+    std::thread::scope(|scope| -> Result<()> {
+        let issuer = scope.spawn(|| -> Result<()> {
+            let _on_s = b.use_stream(&s)?;
+            while done.load(Ordering::Acquire) == 0 {
+                b.host_callback(ledger.callback())?;
+            }
+            Ok(())
+        });
+        let capturer = scope.spawn(|| -> Result<()> {
+            let captured = (|| -> Result<()> {
+                for _ in 0..CAPTURES {
+                    let mut g =
+                        b.graph(GraphOptions::new().capture_error_mode(CaptureErrorMode::Relaxed))?;
+                    b.capture_on(&s, &mut g, || Ok(()))?;
+                    g.replay()?;
+                    g.replay()?;
+                }
+                Ok(())
+            })();
+            done.store(1, Ordering::Release);
+            captured
+        });
+        issuer.join().expect("the issuing thread panicked")?;
+        capturer.join().expect("the capturing thread panicked")
+    })?;
+    b.synchronize()?;
+    let made = ledger.made.load(Ordering::Acquire);
+    assert!(made > 0);
+    assert_eq!(
+        ledger.dropped.load(Ordering::Acquire),
+        made,
+        "every callback is dropped exactly once"
+    );
+    // Eager callbacks ran once; captured ones ran at each of their graph's two replays.
+    assert!(ledger.runs.load(Ordering::Relaxed) >= made);
+    drop(s);
+    assert_eq!(b.memory_stats(), baseline);
     Ok(())
 }

@@ -44,7 +44,8 @@ impl WgpuBackend {
     ///
     /// The wgpu device is opened once per adapter and process and shared by every backend
     /// made on it; each backend has its own streams, pools and captures, and all share one
-    /// capture domain (a `global` capture forbids unsafe calls through each of them).
+    /// capture domain (a `global` capture forbids unsafe calls through each of them). To run
+    /// on a device you opened, use [`WgpuBackend::from_device`].
     ///
     /// Errors with [`GraphError::BackendUnavailable`](accel_graph_api::GraphError) when there
     /// is no such adapter or its device cannot be opened.
@@ -53,8 +54,10 @@ impl WgpuBackend {
     }
 
     /// The wgpu device, for native work next to the portable ops. wgpu counts references, so
-    /// handing it out is safe: work submitted through it keeps what it uses alive. Such work
-    /// is not captured (`capabilities().native_work_capture` is false).
+    /// handing it out is safe: work submitted through it keeps what it uses alive. Work you
+    /// submit on the queue yourself is not captured (`capabilities().native_work_capture` is
+    /// false); issue your compute pipelines with [`WgpuBackend::dispatch`] to have them run in
+    /// stream order and recorded by captures.
     pub fn device(&self) -> &wgpu::Device {
         self.driver().device()
     }

@@ -1,37 +1,133 @@
 //! `WgpuDevice`: the wgpu backend's driver. The wgpu device, its queue and the portable-op
 //! pipelines are opened once per adapter and process (like a CUDA primary context) and shared
-//! by every backend instance on that adapter; each instance has its own streams and captures.
+//! by every backend instance on that adapter; a device a user brings is set up once too and
+//! shared by the instances on it. Each instance has its own streams and captures.
 
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, MutexGuard, OnceLock, Weak,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
 };
 
-use accel_graph_api::{BackendKind, Capabilities};
+use accel_graph_api::{BackendKind, Capabilities, GraphError};
 use accel_graph_driver::{Driver, DriverResult, software::SoftwareCapture};
 
 use crate::{
-    adapter,
+    WORKGROUP_SIZE, adapter,
     command::Command,
     error::{poll_failure, unavailable},
+    gemm::GemmPipelines,
     kernels::Kernels,
 };
 
-/// Every instance shares the process's wgpu devices, so captures of all of them are one
-/// domain: a `global` capture forbids unsafe calls through every instance, as CUDA's global
-/// mode spans the process.
-const CAPTURE_DOMAIN: u64 = 0;
+/// The capture domain of the devices this crate opens on adapters: every instance on them
+/// shares it, so a `global` capture forbids unsafe calls through every such instance, as
+/// CUDA's global mode spans the process. Devices users bring ([`WgpuDevice::adopt`]) get a
+/// domain each, counted up from here.
+const ADAPTER_DOMAIN: u64 = 0;
 
 /// WebGPU has no device addresses; blocks get synthetic ones, counted up from here per
 /// instance, so that `device_address()` names the memory (a reused pool block keeps its
 /// address).
 const ADDRESS_BASE: u64 = 0x7700_0000_0000;
 
-/// An opened wgpu device, shared by the instances on its adapter.
+/// The devices opened on adapters, by adapter index (a failure to open is kept too).
+type Opened = Mutex<HashMap<usize, Result<Arc<Gpu>, String>>>;
+static OPENED: OnceLock<Opened> = OnceLock::new();
+
+/// What the backend needs of a device, beyond WebGPU's compute shaders (checked by building
+/// the portable-op pipelines): a message naming what `limits` lack, if anything.
+fn check_requirements(limits: &wgpu::Limits) -> Result<(), String> {
+    // The portable ops bind one uniform and two storage buffers; GEMM binds three storage
+    // buffers and tiles of 16 x 16 invocations sharing 2 KiB of workgroup memory.
+    let needs: [(&str, u64, u64); 6] = [
+        (
+            "max_storage_buffers_per_shader_stage",
+            limits.max_storage_buffers_per_shader_stage.into(),
+            3,
+        ),
+        (
+            "max_uniform_buffers_per_shader_stage",
+            limits.max_uniform_buffers_per_shader_stage.into(),
+            1,
+        ),
+        (
+            "max_compute_invocations_per_workgroup",
+            limits.max_compute_invocations_per_workgroup.into(),
+            u64::from(WORKGROUP_SIZE),
+        ),
+        (
+            "max_compute_workgroup_size_x",
+            limits.max_compute_workgroup_size_x.into(),
+            u64::from(WORKGROUP_SIZE),
+        ),
+        (
+            "max_compute_workgroup_storage_size",
+            limits.max_compute_workgroup_storage_size.into(),
+            2048,
+        ),
+        (
+            "max_storage_buffer_binding_size",
+            limits.max_storage_buffer_binding_size,
+            4,
+        ),
+    ];
+    let missing: Vec<String> = needs
+        .iter()
+        .filter(|(_, has, needs)| has < needs)
+        .map(|(name, has, needs)| format!("{name} is {has}, at least {needs} needed"))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(missing.join("; "))
+    }
+}
+
+/// True when `a` and `b` are handles of one device. wgpu's `==` compares the ids of its core
+/// library, which are indices into one `wgpu::Instance`'s registries: devices of two
+/// instances can compare equal. What only the handles of one device share is its error sink
+/// (one per `request_device`, also its queue's), so a validation error raised through `a`
+/// is caught by a scope pushed on `b` exactly when they are one device. The error is an
+/// empty-usage buffer: nothing is allocated, and a scope pushed on `a` first catches it
+/// otherwise, so no uncaptured-error handler sees it.
+fn same_device(a: &wgpu::Device, b: &wgpu::Device) -> bool {
+    if a != b {
+        // Different ids: different devices (the handles of one device share its id).
+        return false;
+    }
+    let outer = a.push_error_scope(wgpu::ErrorFilter::Validation);
+    let inner = b.push_error_scope(wgpu::ErrorFilter::Validation);
+    drop(a.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("accel-graph device identity probe"),
+        size: 4,
+        usage: wgpu::BufferUsages::empty(),
+        mapped_at_creation: false,
+    }));
+    let caught_by_b = pollster::block_on(inner.pop()).is_some();
+    drop(pollster::block_on(outer.pop()));
+    caught_by_b
+}
+
+/// True when `queue` has certainly submitted work `device` never did: an empty submit's index
+/// past every submission the device has seen. Best effort (wgpu offers no test of a queue's
+/// device that cannot disturb another device): a queue of another device that has submitted
+/// less than `device` is not seen here.
+fn queue_of_another_device(device: &wgpu::Device, queue: &wgpu::Queue) -> bool {
+    let index = queue.submit([]);
+    matches!(
+        device.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: Some(Duration::ZERO),
+        }),
+        Err(wgpu::PollError::WrongSubmissionIndex(..))
+    )
+}
+
+/// An opened wgpu device (on an adapter, or brought by a user), shared by the instances on it.
 #[derive(Debug)]
 pub(crate) struct Gpu {
     pub(crate) info: wgpu::AdapterInfo,
@@ -41,14 +137,45 @@ pub(crate) struct Gpu {
     pub(crate) kernels: Kernels,
     /// Timestamp queries were granted (`Features::TIMESTAMP_QUERY`): events can time.
     pub(crate) timestamps: bool,
+    /// The GEMM pipelines, built on first use.
+    pub(crate) gemm: GemmPipelines,
+    /// What empty views bind: WebGPU has no empty binding.
+    pub(crate) empty: EmptyBindings,
+    /// The capture domain of the instances on this device.
+    domain: u64,
+}
+
+/// Two small storage buffers an empty view binds instead of its own memory (a binding holds
+/// at least one word, which an empty view at the end of its block does not have): one for
+/// read-only and one for read-write bindings, as WebGPU forbids one buffer in both in a
+/// dispatch. Nothing reads them: a kernel over no element touches none.
+#[derive(Debug)]
+pub(crate) struct EmptyBindings {
+    pub(crate) read: wgpu::Buffer,
+    pub(crate) write: wgpu::Buffer,
+}
+
+impl EmptyBindings {
+    fn new(device: &wgpu::Device) -> Self {
+        let buffer = |label| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: 16,
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            })
+        };
+        EmptyBindings {
+            read: buffer("accel-graph empty (read)"),
+            write: buffer("accel-graph empty (write)"),
+        }
+    }
 }
 
 impl Gpu {
     /// The device of adapter `index` (in [`adapter::ranked`] order), opened on first use.
     /// A failure to open is remembered too: every later attempt reports it.
     fn shared(index: usize) -> Result<Arc<Gpu>, String> {
-        type Opened = Mutex<HashMap<usize, Result<Arc<Gpu>, String>>>;
-        static OPENED: std::sync::OnceLock<Opened> = std::sync::OnceLock::new();
         let mut opened = OPENED
             .get_or_init(Opened::default)
             .lock()
@@ -62,9 +189,102 @@ impl Gpu {
             .clone()
     }
 
+    /// The devices users brought ([`WgpuDevice::adopt`]) that some instance still uses.
+    fn adopted() -> MutexGuard<'static, Vec<Weak<Gpu>>> {
+        static ADOPTED: Mutex<Vec<Weak<Gpu>>> = Mutex::new(Vec::new());
+        ADOPTED.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The opened device that is `device`, if any: one this crate opened on an adapter (a
+    /// backend's `device()` handed back), or one a user brought before and still uses.
+    fn known(device: &wgpu::Device, adopted: &mut Vec<Weak<Gpu>>) -> Option<Arc<Gpu>> {
+        adopted.retain(|g| g.strong_count() > 0);
+        let opened: Vec<Arc<Gpu>> = OPENED
+            .get()
+            .map(|o| {
+                let o = o.lock().unwrap_or_else(|e| e.into_inner());
+                o.values().flatten().cloned().collect()
+            })
+            .unwrap_or_default();
+        opened
+            .into_iter()
+            .chain(adopted.iter().filter_map(Weak::upgrade))
+            .find(|g| same_device(&g.device, device))
+    }
+
+    /// The device a user brought: the one already known if it is (same capture domain, same
+    /// pipelines), else checked and set up now as a capture domain of its own.
+    fn adopt(device: wgpu::Device, queue: wgpu::Queue) -> accel_graph_api::Result<Arc<Gpu>> {
+        // Held while a new device is set up, so that two threads bringing one device get one.
+        let mut adopted = Gpu::adopted();
+        if let Some(gpu) = Gpu::known(&device, &mut adopted) {
+            if gpu.queue != queue || queue_of_another_device(&device, &queue) {
+                return Err(GraphError::ArgumentMismatch(format!(
+                    "WgpuBackend::from_device: the queue is not the queue of the device (on \
+                     '{}'); pass the pair request_device returned",
+                    gpu.info.name
+                )));
+            }
+            return Ok(gpu);
+        }
+        let info = device.adapter_info();
+        if queue_of_another_device(&device, &queue) {
+            return Err(GraphError::ArgumentMismatch(format!(
+                "WgpuBackend::from_device: the queue is not the queue of the device (on '{}'): \
+                 it submitted work the device never did; pass the pair request_device returned",
+                info.name
+            )));
+        }
+        let limits = device.limits();
+        check_requirements(&limits).map_err(|missing| {
+            unavailable(format!(
+                "the device on '{}' lacks what the backend needs: {missing}",
+                info.name
+            ))
+        })?;
+        let timestamps = device.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        static NEXT_DOMAIN: AtomicU64 = AtomicU64::new(ADAPTER_DOMAIN + 1);
+        let domain = NEXT_DOMAIN.fetch_add(1, Ordering::Relaxed);
+        // The user's device keeps the user's uncaptured-error handler: accel-graph validates
+        // its own work up front and checks users' work in error scopes.
+        let gpu = Gpu::new(info, device, queue, limits, timestamps, domain).map_err(|e| {
+            unavailable(format!("the device cannot run the backend's kernels: {e}"))
+        })?;
+        let gpu = Arc::new(gpu);
+        adopted.push(Arc::downgrade(&gpu));
+        tracing::info!(adapter = %gpu.info.name, domain, "wgpu device adopted");
+        Ok(gpu)
+    }
+
+    fn new(
+        info: wgpu::AdapterInfo,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        limits: wgpu::Limits,
+        timestamps: bool,
+        domain: u64,
+    ) -> Result<Gpu, String> {
+        let kernels = Kernels::new(&device)?;
+        let empty = EmptyBindings::new(&device);
+        Ok(Gpu {
+            info,
+            device,
+            queue,
+            limits,
+            kernels,
+            timestamps,
+            gemm: GemmPipelines::default(),
+            empty,
+            domain,
+        })
+    }
+
     fn open(adapter: &wgpu::Adapter) -> Result<Gpu, String> {
         let info = adapter.get_info();
         let limits = adapter.limits();
+        check_requirements(&limits).map_err(|missing| {
+            format!("'{}' lacks what the backend needs: {missing}", info.name)
+        })?;
         // Requested where available, so timing events can write timestamps.
         let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         let required_features = if timestamps {
@@ -86,16 +306,8 @@ impl Gpu {
         device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
             tracing::error!(%error, "wgpu reported an uncaptured error");
         }));
-        let kernels = Kernels::new(&device)?;
         tracing::info!(adapter = %info.name, backend = ?info.backend, timestamps, "wgpu device opened");
-        Ok(Gpu {
-            info,
-            device,
-            queue,
-            limits,
-            kernels,
-            timestamps,
-        })
+        Gpu::new(info, device, queue, limits, timestamps, ADAPTER_DOMAIN)
     }
 
     /// Waits until `submission` (or everything submitted, for `None`) has completed.
@@ -139,13 +351,22 @@ impl WgpuDevice {
         let gpu = adapter::choose(ordinal)
             .and_then(Gpu::shared)
             .map_err(unavailable)?;
-        Ok(WgpuDevice {
+        Ok(WgpuDevice::on(gpu))
+    }
+
+    /// A driver on a device the user opened (see [`crate::WgpuBackend::from_device`]).
+    pub(crate) fn adopt(device: wgpu::Device, queue: wgpu::Queue) -> accel_graph_api::Result<Self> {
+        Gpu::adopt(device, queue).map(WgpuDevice::on)
+    }
+
+    fn on(gpu: Arc<Gpu>) -> Self {
+        WgpuDevice {
             gpu,
             capture: SoftwareCapture::default(),
             // 0 is the default stream.
             next_stream: AtomicU64::new(1),
             next_address: AtomicU64::new(ADDRESS_BASE),
-        })
+        }
     }
 
     pub(crate) fn gpu(&self) -> &Gpu {
@@ -168,7 +389,8 @@ impl WgpuDevice {
         &self.gpu.info
     }
 
-    /// The limits the device was opened with (all the adapter's).
+    /// The device's limits: all the adapter's for a device the backend opened, those the user
+    /// asked for on a device brought with [`crate::WgpuBackend::from_device`].
     pub fn limits(&self) -> &wgpu::Limits {
         &self.gpu.limits
     }
@@ -192,8 +414,8 @@ impl Driver for WgpuDevice {
     /// Software graphs with fork/join and enforced capture modes; host callbacks run on the
     /// calling thread once the stream's earlier work has completed (eagerly, and at their
     /// place during replay, which then blocks until they ran); timing events where the
-    /// adapter has timestamp queries; no graph upload and no native work capture (wgpu has
-    /// neither).
+    /// adapter has timestamp queries; graph editing (in software); no graph upload and no
+    /// native work capture (wgpu has neither).
     fn capabilities(&self) -> Capabilities {
         let mut caps = Capabilities::none(adapter::describe(&self.gpu.info));
         caps.host_callbacks = true;
@@ -201,11 +423,19 @@ impl Driver for WgpuDevice {
         caps.uncapturable_default_stream = true;
         caps.capture_modes_enforced = true;
         caps.event_timing = self.gpu.timestamps;
+        // Graph editing in software: recorded commands re-resolved in place, children
+        // inlined, conditions read back when their node runs.
+        caps.graph_update = true;
+        caps.child_graphs = true;
+        caps.conditional_nodes = true;
+        caps.conditional_if_else = true;
         caps
     }
 
+    /// One domain for the devices opened on adapters (shared by every instance on them), one
+    /// per device a user brought.
     fn capture_domain(&self) -> u64 {
-        CAPTURE_DOMAIN
+        self.gpu.domain
     }
 
     fn bind(&self) -> DriverResult<()> {

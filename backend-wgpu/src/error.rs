@@ -34,3 +34,31 @@ pub(crate) fn unavailable(reason: impl Into<String>) -> GraphError {
         reason: reason.into(),
     }
 }
+
+/// The error of a failed call this crate makes itself on a driver-layer object (a user
+/// dispatch): the driver layer's error table is its own, so the few classes such a call can
+/// meet are mapped here the same way — an invalidated capture, and wgpu's other failures.
+pub(crate) fn to_graph_error(operation: &str, error: DriverError) -> GraphError {
+    match error {
+        DriverError::Api(e) => e,
+        DriverError::Code {
+            class: ErrorClass::CaptureInvalidated,
+            name,
+            message,
+            ..
+        } => GraphError::CaptureInvalidated {
+            reason: format!("{operation} reported {name}: {message}"),
+        },
+        DriverError::Code {
+            code,
+            name,
+            message,
+            ..
+        } => GraphError::Driver {
+            backend: "wgpu",
+            code,
+            name: name.into_owned(),
+            message: format!("{operation}: {message}"),
+        },
+    }
+}

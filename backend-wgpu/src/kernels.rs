@@ -2,6 +2,8 @@
 //! resolution of one launch (parameter block, bind group, grid). Generic over the table of
 //! kernels in `ops.rs`: a new row needs nothing here.
 
+use std::sync::Arc;
+
 use accel_graph_api::{GraphError, NodeKind, PortableOp};
 use accel_graph_driver::{DriverError, DriverResult, api::Region};
 use wgpu::util::DeviceExt as _;
@@ -275,45 +277,92 @@ impl Kernels {
             layout,
             entries: &entries,
         });
-        ResolvedDispatch {
-            entry,
+        let (x, y) = dispatch_size(len);
+        ResolvedDispatch::new(
+            DispatchName::Op(entry),
             kind,
-            pipeline: pipeline.clone(),
-            bind_group,
-            groups: dispatch_size(len),
-        }
+            pipeline.clone(),
+            vec![(0, bind_group)],
+            [x, y, 1],
+        )
     }
+}
+
+/// What a dispatch shows as in labels: a portable op's entry point (with its 1-D workgroups),
+/// or the name of a user kernel, a GEMM or a user pipeline, made once per kernel or launch.
+#[derive(Debug, Clone)]
+pub(crate) enum DispatchName {
+    /// A portable op's entry point.
+    Op(&'static str),
+    /// Anything else.
+    Named(Arc<str>),
 }
 
 /// One fully resolved kernel launch: everything a replay needs, so a replay only encodes.
 #[derive(Debug, Clone)]
 pub(crate) struct ResolvedDispatch {
-    /// The entry point, for the label.
-    entry: &'static str,
+    name: DispatchName,
     kind: NodeKind,
     pipeline: wgpu::ComputePipeline,
-    bind_group: wgpu::BindGroup,
-    groups: (u32, u32),
+    /// Bind groups and their indices.
+    bind_groups: Vec<(u32, wgpu::BindGroup)>,
+    groups: [u32; 3],
+    /// The dispatch binds resources its user owns (a user pipeline's bind groups), which may
+    /// be destroyed or mapped after capture: replays of it check for validation errors.
+    foreign: bool,
 }
 
 impl ResolvedDispatch {
+    /// A dispatch of `pipeline` over `groups` workgroups with `bind_groups`.
+    pub(crate) fn new(
+        name: DispatchName,
+        kind: NodeKind,
+        pipeline: wgpu::ComputePipeline,
+        bind_groups: Vec<(u32, wgpu::BindGroup)>,
+        groups: [u32; 3],
+    ) -> Self {
+        ResolvedDispatch {
+            name,
+            kind,
+            pipeline,
+            bind_groups,
+            groups,
+            foreign: false,
+        }
+    }
+
+    /// Marks the dispatch as binding resources its user owns.
+    pub(crate) fn foreign(mut self) -> Self {
+        self.foreign = true;
+        self
+    }
+
+    /// True when the dispatch binds resources its user owns.
+    pub(crate) fn is_foreign(&self) -> bool {
+        self.foreign
+    }
+
     /// The node kind the launch shows as.
     pub(crate) fn kind(&self) -> NodeKind {
         self.kind
     }
 
-    /// The node label: entry point and grid.
+    /// The node label: entry point or name, and grid.
     pub(crate) fn label(&self) -> String {
-        format!(
-            "{} grid=({},{}) x {WORKGROUP_SIZE}",
-            self.entry, self.groups.0, self.groups.1
-        )
+        let [x, y, z] = self.groups;
+        match &self.name {
+            DispatchName::Op(entry) => format!("{entry} grid=({x},{y}) x {WORKGROUP_SIZE}"),
+            DispatchName::Named(name) => format!("{name} grid=({x},{y},{z})"),
+        }
     }
 
     /// Encodes the launch into a compute pass.
     pub(crate) fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, &self.bind_group, &[]);
-        pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
+        for (index, group) in &self.bind_groups {
+            pass.set_bind_group(*index, group, &[]);
+        }
+        let [x, y, z] = self.groups;
+        pass.dispatch_workgroups(x, y, z);
     }
 }

@@ -16,6 +16,10 @@ const WGPU_SEQUENCES: &str = "2000";
 /// the stress alone takes minutes on lavapipe, where every global capture is retried many
 /// times.
 const WGPU_STRESS_CYCLES: &str = "200";
+/// Elements of the stream-order program when `ACCEL_GRAPH_CONFORMANCE_STREAM_ORDER_ELEMENTS`
+/// is unset: its fifty-odd eager submits over a million elements, at every replay, take long
+/// on lavapipe, which runs a graph's nodes in order anyway.
+const WGPU_STREAM_ORDER_ELEMENTS: &str = "65536";
 
 /// The factory runs once per instance a case needs; the defaults are lowered on its first
 /// call only.
@@ -28,6 +32,10 @@ fn lower_defaults() {
         (
             accel_graph_conformance::STRESS_CYCLES_ENV,
             WGPU_STRESS_CYCLES,
+        ),
+        (
+            accel_graph_conformance::STREAM_ORDER_ELEMENTS_ENV,
+            WGPU_STREAM_ORDER_ELEMENTS,
         ),
     ] {
         if std::env::var_os(name).is_none() {

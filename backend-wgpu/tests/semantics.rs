@@ -1,6 +1,7 @@
 //! The backend's own checks of what is wgpu-specific (the conformance suite covers the shared
 //! semantics): the aliased-operand kernels, unfused products, one submit per run of GPU work,
-//! the storage-binding limit, timing events and external event nodes.
+//! the storage-binding limit, timing events and external event nodes; user kernels' bindings
+//! and GEMM's 16-bit rounding, odd offsets and shared buffers.
 //! They run on whatever adapter wgpu finds (lavapipe in CI); without one every check is
 //! reported ignored, with the reason.
 
@@ -10,8 +11,10 @@ use std::sync::{
 };
 
 use accel_graph_api::{
-    AcceleratorGraph, Backend, EventOptions, GraphError, GraphOptions, NodeKind, PortableOp,
-    PortableOps, Result,
+    AcceleratorGraph, Backend, DeviceBuffer, EventOptions, FloatElement, Gemm, GraphError,
+    GraphOptions, NodeKind, PortableOp, PortableOps, Result, gemm_reference,
+    half::{bf16, f16},
+    kernel::{Access, Kernel, KernelArg},
 };
 use accel_graph_wgpu::{WgpuBackend, WgpuBuffer};
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -40,6 +43,22 @@ const CHECKS: &[(&str, Check)] = &[
     (
         "unknown_adapter_is_unavailable",
         unknown_adapter_is_unavailable,
+    ),
+    ("gemm_16bit_rounds_like_half", gemm_16bit_rounds_like_half),
+    (
+        "gemm_16bit_views_at_odd_offsets_keep_their_neighbours",
+        gemm_16bit_views_at_odd_offsets_keep_their_neighbours,
+    ),
+    ("gemm_beta_zero_ignores_c", gemm_beta_zero_ignores_c),
+    ("gemm_operands_in_one_buffer", gemm_operands_in_one_buffer),
+    ("kernel_views_of_one_buffer", kernel_views_of_one_buffer),
+    (
+        "kernel_binding_mistakes_are_typed_errors",
+        kernel_binding_mistakes_are_typed_errors,
+    ),
+    (
+        "kernels_on_16bit_and_empty_views",
+        kernels_on_16bit_and_empty_views,
     ),
 ];
 
@@ -314,4 +333,496 @@ fn unknown_adapter_is_unavailable(_b: &WgpuBackend) -> Result<()> {
         }
         other => panic!("expected BackendUnavailable, got {other:?}"),
     }
+}
+
+/// A seeded stream of 64-bit values (the tests' operands, reproducible).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 16
+    }
+}
+
+/// Equal bits, or both NaN (payloads go through f32 arithmetic), or both zero (the sign of a
+/// zero sum may be lost by a shader compiler: WGSL does not promise it).
+fn same_16bit<T: FloatElement>(got: T, want: T) -> bool {
+    let (g, w) = (got.to_f32(), want.to_f32());
+    bytemuck::bytes_of(&got) == bytemuck::bytes_of(&want)
+        || (g.is_nan() && w.is_nan())
+        || (g == 0.0 && w == 0.0)
+}
+
+/// Runs `spec` on the given operands (whole buffers) and checks C bit for bit against the
+/// reference, eagerly.
+fn check_gemm<T: FloatElement>(
+    b: &WgpuBackend,
+    spec: &Gemm,
+    a: &[T],
+    bm: &[T],
+    c: &[T],
+) -> Result<()> {
+    let (da, db, dc) = (b.alloc_from(a)?, b.alloc_from(bm)?, b.alloc_from(c)?);
+    b.gemm(spec, &da, &db, &dc)?;
+    let got = b.download(&dc)?;
+    let mut want = c.to_vec();
+    gemm_reference(spec, a, bm, &mut want);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            same_16bit(*g, *w),
+            "{} {spec:?}: element {i} is {g:?}, the reference {w:?} (operands a={:?} b={:?})",
+            T::DTYPE,
+            a.get(i / spec.n),
+            bm.get(i % spec.n)
+        );
+    }
+    Ok(())
+}
+
+/// With k = 1 each element is one product, exact in f32, then rounded once to 16 bits: over
+/// random bit patterns (normals, subnormals, infinities, NaNs) and products that overflow or
+/// fall to subnormals, GEMM's rounding equals the `half` crate's bit for bit.
+fn gemm_16bit_rounds_like_half(b: &WgpuBackend) -> Result<()> {
+    let (m, n) = (96, 80);
+    let spec = Gemm::new(m, n, 1);
+    let mut rng = Lcg(7);
+    // f16: every bit pattern (all are normal f32 numbers, whatever the device's f32 denormal
+    // mode; products of two f16 are exact in f32).
+    let f16s = |rng: &mut Lcg, len: usize| -> Vec<f16> {
+        (0..len)
+            .map(|_| f16::from_bits(rng.next() as u16))
+            .collect()
+    };
+    for _ in 0..3 {
+        let (a, bm) = (f16s(&mut rng, m), f16s(&mut rng, n));
+        check_gemm(b, &spec, &a, &bm, &vec![f16::ZERO; m * n])?;
+    }
+    // bf16: random signs and mantissas, exponents kept where products are normal f32 (a
+    // device may flush f32 subnormals) and reach past f32's range (infinity), plus some
+    // infinities and NaNs.
+    let bf16s = |rng: &mut Lcg, len: usize| -> Vec<bf16> {
+        (0..len)
+            .map(|i| match i % 41 {
+                0 => bf16::INFINITY,
+                1 => bf16::NAN,
+                _ => {
+                    let r = rng.next();
+                    let exponent = 67 + (r % 187) as u16; // 2^-60 ..= 2^126
+                    bf16::from_bits((r >> 20) as u16 & 0x807f | exponent << 7)
+                }
+            })
+            .collect()
+    };
+    for _ in 0..3 {
+        let (a, bm) = (bf16s(&mut rng, m), bf16s(&mut rng, n));
+        check_gemm(b, &spec, &a, &bm, &vec![bf16::ZERO; m * n])?;
+    }
+    // Ties: (1 + i/128)(1 + j/128) for all i, j < 128 in bf16 (ties where ij = 64 mod 128,
+    // below 2), and (1 + i/1024)(1 + 8j/1024) in f16 (ties where ij = 64 mod 128): each
+    // rounds to the even neighbour.
+    let spec = Gemm::new(128, 128, 1);
+    let grid = |scale: f32, step: f32| -> Vec<f32> {
+        (0..128).map(|i| 1.0 + i as f32 * step / scale).collect()
+    };
+    let to = |v: Vec<f32>| v.into_iter().map(bf16::from_f32).collect::<Vec<_>>();
+    let (a, bm) = (to(grid(128.0, 1.0)), to(grid(128.0, 1.0)));
+    check_gemm(b, &spec, &a, &bm, &vec![bf16::ZERO; 128 * 128])?;
+    let to = |v: Vec<f32>| v.into_iter().map(f16::from_f32).collect::<Vec<_>>();
+    let (a, bm) = (to(grid(1024.0, 1.0)), to(grid(1024.0, 8.0)));
+    check_gemm(b, &spec, &a, &bm, &vec![f16::ZERO; 128 * 128])?;
+    Ok(())
+}
+
+/// Integer-valued operands in -3..=3 as `T`.
+fn small_integers<T: FloatElement>(rng: &mut Lcg, len: usize) -> Vec<T> {
+    (0..len)
+        .map(|_| T::from_f32((rng.next() % 7) as f32 - 3.0))
+        .collect()
+}
+
+/// A, B and C as views at odd element offsets of larger 16-bit buffers, with n odd and two
+/// batches, so that words hold elements of two rows, two tiles, two batches, or one element
+/// of the view and one outside it: C equals the reference, eager and replayed, and every
+/// element around the views keeps its bits.
+fn odd_offsets<T: FloatElement>(b: &WgpuBackend) -> Result<()> {
+    let spec = Gemm::new(19, 17, 5).scalars(1.0, 0.5).batch(2);
+    let (a_len, b_len, c_len) = (spec.a_len()?, spec.b_len()?, spec.c_len()?);
+    let mut rng = Lcg(11);
+    let (a, bm, c) = (
+        small_integers::<T>(&mut rng, a_len),
+        small_integers::<T>(&mut rng, b_len),
+        small_integers::<T>(&mut rng, c_len),
+    );
+    let sentinel = T::from_f32(-1234.0);
+    let padded = |data: &[T], before: usize| -> Vec<T> {
+        let mut v = vec![sentinel; before];
+        v.extend_from_slice(data);
+        v.extend(std::iter::repeat_n(sentinel, 3));
+        v
+    };
+    let (pa, pb) = (padded(&a, 1), padded(&bm, 3));
+    let mut want = c.clone();
+    gemm_reference(&spec, &a, &bm, &mut want);
+    let expect = padded(&want, 5);
+    let (da, db) = (b.alloc_from(&pa)?, b.alloc_from(&pb)?);
+    let run = |dc: &WgpuBuffer<T>| {
+        b.gemm(
+            &spec,
+            da.view(1..1 + a_len)?,
+            db.view(3..3 + b_len)?,
+            dc.view(5..5 + c_len)?,
+        )
+    };
+    let eager = b.alloc_from(&padded(&c, 5))?;
+    run(&eager)?;
+    assert_eq!(
+        bytemuck::cast_slice::<T, u8>(&b.download(&eager)?),
+        bytemuck::cast_slice::<T, u8>(&expect),
+        "{} eager",
+        T::DTYPE
+    );
+    let replayed = b.alloc_from(&padded(&c, 5))?;
+    let s = b.new_stream()?;
+    let mut g = b.graph(GraphOptions::new())?;
+    b.capture_on(&s, &mut g, || run(&replayed))?;
+    g.replay()?;
+    assert_eq!(
+        bytemuck::cast_slice::<T, u8>(&b.download(&replayed)?),
+        bytemuck::cast_slice::<T, u8>(&expect),
+        "{} replayed",
+        T::DTYPE
+    );
+    Ok(())
+}
+
+fn gemm_16bit_views_at_odd_offsets_keep_their_neighbours(b: &WgpuBackend) -> Result<()> {
+    odd_offsets::<bf16>(b)?;
+    odd_offsets::<f16>(b)?;
+    odd_offsets::<f32>(b)
+}
+
+/// `beta = 0`: C is only written, so NaN in it does not reach the result.
+fn beta_zero<T: FloatElement>(b: &WgpuBackend) -> Result<()> {
+    let spec = Gemm::new(5, 7, 3).transpose_b(true).scalars(2.0, 0.0);
+    let mut rng = Lcg(3);
+    let a = small_integers::<T>(&mut rng, spec.a_len()?);
+    let bm = small_integers::<T>(&mut rng, spec.b_len()?);
+    let nan = vec![T::from_f32(f32::NAN); spec.c_len()?];
+    check_gemm(b, &spec, &a, &bm, &nan)?;
+    let c = b.alloc_from(&nan)?;
+    b.gemm(&spec, &b.alloc_from(&a)?, &b.alloc_from(&bm)?, &c)?;
+    assert!(b.download(&c)?.iter().all(|x| !x.to_f32().is_nan()));
+    Ok(())
+}
+
+fn gemm_beta_zero_ignores_c(b: &WgpuBackend) -> Result<()> {
+    beta_zero::<f32>(b)?;
+    beta_zero::<bf16>(b)?;
+    beta_zero::<f16>(b)
+}
+
+/// A, B and C as views of one arena (WebGPU cannot bind one buffer read-only and read-write
+/// in a dispatch: the kernels read A and B from C's binding): equal to the reference, eager
+/// and replayed; a C that overlaps A is refused, the arena untouched.
+fn arena<T: FloatElement>(b: &WgpuBackend) -> Result<()> {
+    let spec = Gemm::new(9, 6, 4).transpose_a(true).scalars(1.0, -1.0);
+    let (al, bl, cl) = (spec.a_len()?, spec.b_len()?, spec.c_len()?);
+    let mut rng = Lcg(5);
+    let data = small_integers::<T>(&mut rng, 1 + al + bl + cl);
+    // C first, then A, then B, at odd places.
+    let (c_at, a_at, b_at) = (1, 1 + cl, 1 + cl + al);
+    let mut want = data.clone();
+    let (a, bm) = (
+        data[a_at..a_at + al].to_vec(),
+        data[b_at..b_at + bl].to_vec(),
+    );
+    gemm_reference(&spec, &a, &bm, &mut want[c_at..c_at + cl]);
+    let bytes = |v: &[T]| bytemuck::cast_slice::<T, u8>(v).to_vec();
+    let run = |x: &WgpuBuffer<T>| {
+        b.gemm(
+            &spec,
+            x.view(a_at..a_at + al)?,
+            x.view(b_at..b_at + bl)?,
+            x.view(c_at..c_at + cl)?,
+        )
+    };
+    let eager = b.alloc_from(&data)?;
+    run(&eager)?;
+    assert_eq!(
+        bytes(&b.download(&eager)?),
+        bytes(&want),
+        "{} eager",
+        T::DTYPE
+    );
+    let replayed = b.alloc_from(&data)?;
+    let s = b.new_stream()?;
+    let mut g = b.graph(GraphOptions::new())?;
+    b.capture_on(&s, &mut g, || run(&replayed))?;
+    g.replay()?;
+    assert_eq!(
+        bytes(&b.download(&replayed)?),
+        bytes(&want),
+        "{} replayed",
+        T::DTYPE
+    );
+    // B read from the arena, A from a buffer of its own.
+    let own_a = b.alloc_from(&a)?;
+    let mixed = b.alloc_from(&data)?;
+    b.gemm(
+        &spec,
+        &own_a,
+        mixed.view(b_at..b_at + bl)?,
+        mixed.view(c_at..c_at + cl)?,
+    )?;
+    assert_eq!(
+        bytes(&b.download(&mixed)?),
+        bytes(&want),
+        "{} mixed",
+        T::DTYPE
+    );
+    let overlapping = b.alloc_from(&data)?;
+    let err = b
+        .gemm(
+            &spec,
+            overlapping.view(c_at + 1..c_at + 1 + al)?,
+            overlapping.view(b_at..b_at + bl)?,
+            overlapping.view(c_at..c_at + cl)?,
+        )
+        .unwrap_err();
+    assert!(matches!(err, GraphError::ArgumentMismatch(_)), "{err:?}");
+    assert_eq!(bytes(&b.download(&overlapping)?), bytes(&data));
+    Ok(())
+}
+
+fn gemm_operands_in_one_buffer(b: &WgpuBackend) -> Result<()> {
+    arena::<f32>(b)?;
+    arena::<bf16>(b)?;
+    arena::<f16>(b)
+}
+
+/// `dst[i] = src[i] + 1` for `i < n`, over two views.
+fn add_one(name: &'static str, src: Access, dst: Access) -> Kernel {
+    let access = |a: Access| {
+        if a == Access::Read {
+            "read"
+        } else {
+            "read_write"
+        }
+    };
+    Kernel::new(name)
+        .buffer::<u32>("src", src)
+        .buffer::<u32>("dst", dst)
+        .scalar::<u32>("n")
+        .block([64, 1, 1])
+        .wgsl(format!(
+            "struct S {{ n: u32 }}
+@group(0) @binding(0) var<storage, {}> src: array<u32>;
+@group(0) @binding(1) var<storage, {}> dst: array<u32>;
+@group(0) @binding(2) var<uniform> s: S;
+@compute @workgroup_size(64)
+fn {name}(@builtin(global_invocation_id) id: vec3<u32>) {{
+    if (id.x < s.n) {{ dst[id.x] = src[id.x] + 1u; }}
+}}",
+            access(src),
+            access(dst)
+        ))
+}
+
+/// Two views of one buffer: both read-write binds (WebGPU allows one buffer in several
+/// read-write bindings); read-only and read-write cannot, and is `Unsupported` naming the
+/// parameters, before anything runs.
+fn kernel_views_of_one_buffer(b: &WgpuBackend) -> Result<()> {
+    let n: usize = 100;
+    // The second view starts after the first, where the adapter can bind it.
+    let align =
+        n.next_multiple_of(b.driver().limits().min_storage_buffer_offset_alignment as usize / 4);
+    let data: Vec<u32> = (0..(align + n) as u32).collect();
+    let x = b.alloc_from(&data)?;
+    let both = add_one("ag_add_one_rw", Access::ReadWrite, Access::Write);
+    let args = |src, dst| {
+        [
+            KernelArg::buffer(src),
+            KernelArg::buffer(dst),
+            KernelArg::scalar(n as u32),
+        ]
+    };
+    b.launch_kernel(
+        &both,
+        both.grid_for(n),
+        &args(x.view(..n)?, x.view(align..align + n)?),
+    )?;
+    let mut want = data.clone();
+    for i in 0..n {
+        want[align + i] = data[i] + 1;
+    }
+    assert_eq!(b.download(&x)?, want);
+    let mixed = add_one("ag_add_one", Access::Read, Access::Write);
+    let err = b
+        .launch_kernel(
+            &mixed,
+            mixed.grid_for(n),
+            &args(x.view(..n)?, x.view(align..align + n)?),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, GraphError::Unsupported { what } if what.contains("src") && what.contains("dst")),
+        "{err:?}"
+    );
+    assert_eq!(b.download(&x)?, want, "a refused launch ran");
+    // Read-only views of one buffer (two read-only bindings) are fine, of course.
+    let y = b.alloc::<u32>(n)?;
+    let two_reads = Kernel::new("ag_sum_views")
+        .buffer::<u32>("p", Access::Read)
+        .buffer::<u32>("q", Access::Read)
+        .buffer::<u32>("out", Access::Write)
+        .block([64, 1, 1])
+        .wgsl(
+            "@group(0) @binding(0) var<storage, read> p: array<u32>;
+@group(0) @binding(1) var<storage, read> q: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(64)
+fn ag_sum_views(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&out)) { out[id.x] = p[id.x] + q[id.x]; }
+}",
+        );
+    b.launch_kernel(
+        &two_reads,
+        two_reads.grid_for(n),
+        &[
+            KernelArg::buffer(x.view(..n)?),
+            KernelArg::buffer(x.view(align..align + n)?),
+            KernelArg::buffer(&y),
+        ],
+    )?;
+    let sums: Vec<u32> = (0..n).map(|i| want[i] + want[align + i]).collect();
+    assert_eq!(b.download(&y)?, sums);
+    Ok(())
+}
+
+/// The binding rules' violations are typed errors at load or launch, and nothing runs: a
+/// view off the storage offset alignment, WGSL that does not parse, a workgroup size that is
+/// not the block, an access that is not the parameter's, a scalar struct larger than the
+/// scalars declared.
+fn kernel_binding_mistakes_are_typed_errors(b: &WgpuBackend) -> Result<()> {
+    let n = 64;
+    let x = b.alloc_from(&vec![1u32; n + 1])?;
+    let y = b.alloc_from(&vec![0u32; n + 1])?;
+    let good = add_one("ag_add_one", Access::Read, Access::Write);
+    let err = b
+        .launch_kernel(
+            &good,
+            good.grid_for(n),
+            &[
+                KernelArg::buffer(x.view(1..)?),
+                KernelArg::buffer(&y),
+                KernelArg::scalar(n as u32),
+            ],
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, GraphError::Unsupported { what } if what.contains("min_storage_buffer_offset_alignment")),
+        "{err:?}"
+    );
+    let launch = |k: &Kernel| {
+        b.launch_kernel(
+            k,
+            k.grid_for(n),
+            &[
+                KernelArg::buffer(&x),
+                KernelArg::buffer(&y),
+                KernelArg::scalar(n as u32),
+            ],
+        )
+    };
+    let failed = |k: Kernel, needle: &str| {
+        let err = launch(&k).unwrap_err();
+        assert!(
+            matches!(&err, GraphError::KernelFailed { message, .. } if message.contains(needle)),
+            "{}: expected KernelFailed containing {needle:?}, got {err:?}",
+            k.name()
+        );
+    };
+    let source = good.wgsl_source().unwrap_or_default().to_owned();
+    failed(
+        good.clone().wgsl(source.replace("+ 1u;", "+ ;")),
+        "expected",
+    );
+    failed(good.clone().block([128, 1, 1]), "workgroup_size");
+    // `src` declared read-write in WGSL, Access::Read in the kernel.
+    failed(
+        good.clone()
+            .wgsl(source.replacen("storage, read>", "storage, read_write>", 1)),
+        "binding",
+    );
+    // Five u32 fields in the WGSL's struct (20 bytes), one scalar declared (16 bytes).
+    failed(
+        good.clone().wgsl(source.replace(
+            "struct S { n: u32 }",
+            "struct S { n: u32, a: u32, b: u32, c: u32, d: u32 }",
+        )),
+        "binding",
+    );
+    assert_eq!(b.download(&y)?, vec![0; n + 1], "a refused kernel ran");
+    launch(&good)?;
+    assert_eq!(b.download(&y)?[..n], vec![2; n]);
+    Ok(())
+}
+
+/// A 16-bit buffer parameter is bound as words (`array<u32>`: WGSL has no bf16), from the
+/// view's first element; an empty view binds (a kernel over none of its elements runs).
+fn kernels_on_16bit_and_empty_views(b: &WgpuBackend) -> Result<()> {
+    // Negates the bf16 pairs of `words` words: flips both halves' sign bits.
+    let negate = Kernel::new("ag_negate_bf16")
+        .buffer::<bf16>("x", Access::ReadWrite)
+        .scalar::<u32>("words")
+        .block([64, 1, 1])
+        .wgsl(
+            "struct S { words: u32 }
+@group(0) @binding(0) var<storage, read_write> x: array<u32>;
+@group(0) @binding(1) var<uniform> s: S;
+@compute @workgroup_size(64)
+fn ag_negate_bf16(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < s.words) { x[id.x] = x[id.x] ^ 0x80008000u; }
+}",
+        );
+    let align = b.driver().limits().min_storage_buffer_offset_alignment as usize / 2;
+    let len = align + 10;
+    let values: Vec<bf16> = (0..len).map(|i| bf16::from_f32(i as f32)).collect();
+    let x = b.alloc_from(&values)?;
+    b.launch_kernel(
+        &negate,
+        [1, 1, 1],
+        &[
+            KernelArg::buffer(x.view(align..align + 6)?),
+            KernelArg::scalar(3u32),
+        ],
+    )?;
+    let got = b.download(&x)?;
+    for (i, (g, v)) in got.iter().zip(&values).enumerate() {
+        let want = if (align..align + 6).contains(&i) {
+            -*v
+        } else {
+            *v
+        };
+        assert_eq!(g.to_bits(), want.to_bits(), "element {i}");
+    }
+    // Empty views, one read and one written, with n = 0: nothing to do, nothing refused.
+    let k = add_one("ag_add_one", Access::Read, Access::Write);
+    let (e, f) = (b.alloc::<u32>(0)?, b.alloc_from(&[5u32; 4])?);
+    b.launch_kernel(
+        &k,
+        [1, 1, 1],
+        &[
+            KernelArg::buffer(&e),
+            KernelArg::buffer(f.view(4..)?),
+            KernelArg::scalar(0u32),
+        ],
+    )?;
+    assert_eq!(b.download(&f)?, vec![5; 4]);
+    assert_eq!(x.len(), len);
+    Ok(())
 }

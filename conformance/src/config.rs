@@ -4,7 +4,8 @@
 ///
 /// Defaults are meant for the mock; slower devices lower them through the environment (one
 /// variable per field, named by the constants below: [`PROGRAMS_ENV`], [`SEQUENCES_ENV`],
-/// [`LIFETIMES_ENV`], [`STRESS_CYCLES_ENV`], [`REPETITIONS_ENV`], [`TORCH_REPLAYS_ENV`]).
+/// [`LIFETIMES_ENV`], [`STRESS_CYCLES_ENV`], [`REPETITIONS_ENV`], [`TORCH_REPLAYS_ENV`],
+/// [`STREAM_ORDER_ELEMENTS_ENV`], [`CAPTURE_RACE_ROUNDS_ENV`]).
 /// `ACCEL_GRAPH_TORCH_REPLAYS` sets the replays of the PyTorch-parity group's long replay
 /// check (`11.06 test_graph_capture_reset_recapture`): 10 by default, to keep CI fast; the
 /// GPU run sets 1000, the count the PyTorch-parity acceptance asks for.
@@ -15,6 +16,7 @@
 /// assert_eq!((config.programs, config.api_sequences), (1000, 10000));
 /// assert_eq!(config.torch_replays, 10);
 /// assert_eq!((config.lifetime_programs, config.stress_cycles), (10000, 1000));
+/// assert_eq!((config.stream_order_elements, config.capture_race_rounds), (1 << 20, 10000));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SuiteConfig {
@@ -29,8 +31,14 @@ pub struct SuiteConfig {
     pub lifetime_programs: usize,
     /// Capture/replay cycles of each worker of the concurrency stress (9.06).
     pub stress_cycles: usize,
-    /// Repetitions of the drop-then-replay scenario (9.01).
+    /// Repetitions of the drop-then-replay scenario (9.01), and replays of the stream-order
+    /// program (12.01).
     pub repetitions: usize,
+    /// Elements of each buffer of the stream-order program (12.01): large enough that a GPU
+    /// runs its two branches concurrently.
+    pub stream_order_elements: usize,
+    /// Captures begun and ended while other threads enqueue work on the same streams (12.05).
+    pub capture_race_rounds: usize,
 }
 
 /// Environment variable overriding [`SuiteConfig::programs`].
@@ -45,6 +53,10 @@ pub const LIFETIMES_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_LIFETIMES";
 pub const STRESS_CYCLES_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES";
 /// Environment variable overriding [`SuiteConfig::repetitions`].
 pub const REPETITIONS_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_REPETITIONS";
+/// Environment variable overriding [`SuiteConfig::stream_order_elements`].
+pub const STREAM_ORDER_ELEMENTS_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_STREAM_ORDER_ELEMENTS";
+/// Environment variable overriding [`SuiteConfig::capture_race_rounds`].
+pub const CAPTURE_RACE_ROUNDS_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_CAPTURE_RACE_ROUNDS";
 
 impl Default for SuiteConfig {
     fn default() -> Self {
@@ -55,6 +67,8 @@ impl Default for SuiteConfig {
             lifetime_programs: 10_000,
             stress_cycles: 1000,
             repetitions: 20,
+            stream_order_elements: 1 << 20,
+            capture_race_rounds: 10_000,
         }
     }
 }
@@ -71,6 +85,11 @@ impl SuiteConfig {
             lifetime_programs: read_env(LIFETIMES_ENV, defaults.lifetime_programs),
             stress_cycles: read_env(STRESS_CYCLES_ENV, defaults.stress_cycles),
             repetitions: read_env(REPETITIONS_ENV, defaults.repetitions),
+            stream_order_elements: read_env(
+                STREAM_ORDER_ELEMENTS_ENV,
+                defaults.stream_order_elements,
+            ),
+            capture_race_rounds: read_env(CAPTURE_RACE_ROUNDS_ENV, defaults.capture_race_rounds),
         }
     }
 }

@@ -5,7 +5,8 @@
 //! case checks one point of the semantics (capture records without executing, replay equals
 //! eager, `keep_graph`, every misuse as its own [`accel_graph_api::GraphError`], capture
 //! modes, fork/join, pools, debug dumps, panic safety, empty captures, replay streams,
-//! introspection), and the seed utilities of `accel-graph-utils` (graphed callables, the
+//! introspection, memory-safe replay, hardening, PyTorch's own graph tests, stream order
+//! across streams and threads), and the seed utilities of `accel-graph-utils` (graphed callables, the
 //! full-iteration wrapper, shared resources, the bucketed cache), using only the public
 //! `Backend` / `AcceleratorGraph` API. Two randomized cases run seeded, reproducible random
 //! programs (replay == eager, bit for bit) and random API call sequences checked against a model
@@ -57,7 +58,7 @@
 //! assert_eq!(report.failed, 0);
 //! ```
 //!
-//! ## Collectives (§16)
+//! ## Collectives (§17)
 //!
 //! The collective cases run with several ranks at once, one backend instance per rank, so they
 //! have a harness of their own: [`collectives_main!`] runs them for a list of world sizes
@@ -84,8 +85,8 @@ pub use collectives::{
     run_collective_case, run_collective_trials,
 };
 pub use config::{
-    LIFETIMES_ENV, PROGRAMS_ENV, REPETITIONS_ENV, SEQUENCES_ENV, STRESS_CYCLES_ENV, SuiteConfig,
-    TORCH_REPLAYS_ENV,
+    CAPTURE_RACE_ROUNDS_ENV, LIFETIMES_ENV, PROGRAMS_ENV, REPETITIONS_ENV, SEQUENCES_ENV,
+    STREAM_ORDER_ELEMENTS_ENV, STRESS_CYCLES_ENV, SuiteConfig, TORCH_REPLAYS_ENV,
 };
 pub use harness::{run_trials, trials};
 pub use libtest_mimic;

@@ -1,4 +1,4 @@
-//! The collective cases (§16) on the mock, with worlds of 1, 2 and 4 simulated ranks: each
+//! The collective cases (§17) on the mock, with worlds of 1, 2 and 4 simulated ranks: each
 //! rank a mock instance of its own (a device of its own, as GPUs are) on a thread of its own.
 
 use accel_graph_mock::MockBackend;

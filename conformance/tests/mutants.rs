@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use accel_graph_api::{
-    Backend, BackendKind, BlockInfo, Capabilities, Element, EventOptions, FloatElement, Gemm,
-    GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp,
-    PortableOps, Result, View,
+    Backend, BackendKind, BlockInfo, Capabilities, CapturedNode, ConditionElement, Element,
+    EventOptions, FloatElement, Gemm, GraphError, GraphOptions, HostCallback, InstanceCache,
+    MemoryStats, PoolId, PortableOp, PortableOps, Result, View,
     kernel::{Kernel, KernelArg},
 };
 use accel_graph_conformance::{Outcome, Target, cases, run_case};
@@ -192,6 +192,42 @@ impl Backend for Mutant {
     fn graph_pool_handle(&self) -> PoolId {
         self.inner.graph_pool_handle()
     }
+    fn captured_node(&self) -> Result<CapturedNode> {
+        self.inner.captured_node()
+    }
+    fn update_graph(&self, graph: &mut Self::Graph, from: &Self::Graph) -> Result<()> {
+        self.inner.update_graph(graph, from)
+    }
+    fn update_node(
+        &self,
+        graph: &mut Self::Graph,
+        node: CapturedNode,
+        args: &[(usize, KernelArg<'_, Self::Memory>)],
+    ) -> Result<()> {
+        self.inner.update_node(graph, node, args)
+    }
+    fn if_then<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, Self::Buffer<T>>>,
+        then: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        self.inner.if_then(cond, then)
+    }
+    fn if_else<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, Self::Buffer<T>>>,
+        then: impl FnOnce() -> Result<()>,
+        otherwise: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        self.inner.if_else(cond, then, otherwise)
+    }
+    fn while_loop<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, Self::Buffer<T>>>,
+        body: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
+        self.inner.while_loop(cond, body)
+    }
 }
 
 /// The case whose name starts with `prefix`.
@@ -329,4 +365,27 @@ fn a_factory_returning_clones_is_refused() {
         run_case(&target, &case("5.05q")).outcome,
         Outcome::Failed(_)
     ));
+}
+
+/// The mock with its stream-order rule switched off (`MockConfig::unordered_pool_reuse`, the
+/// fault switch) hands a block freed on one branch of a capture to an unordered branch: the
+/// stream-order cases catch it by the blocks' addresses, though the mock's values stay right
+/// (it runs a graph's nodes in recording order, where a GPU runs the branches concurrently).
+#[test]
+fn unordered_pool_reuse_is_caught() {
+    let unordered = Target::open(|| {
+        MockBackend::with_config(MockConfig {
+            unordered_pool_reuse: true,
+            ..MockConfig::default()
+        })
+    })
+    .expect("the mock opens");
+    for prefix in ["12.01", "12.03"] {
+        match run_case(&unordered, &case(prefix)).outcome {
+            Outcome::Failed(message) => println!("unordered reuse fails {prefix}: {message}"),
+            other => panic!("unordered reuse should fail case {prefix}, got {other:?}"),
+        }
+    }
+    let ordered = Target::open(|| Ok(MockBackend::new())).expect("the mock opens");
+    assert_eq!(run_case(&ordered, &case("12.03")).outcome, Outcome::Passed);
 }

@@ -1,11 +1,13 @@
 //! `DriverBackend`: the [`Backend`] written once over a [`Driver`].
 
+mod interop;
+
 use std::sync::Arc;
 
 use accel_graph_api::{
-    Backend, BackendKind, BlockInfo, Capabilities, DeviceBuffer, Element, EventOptions,
-    FloatElement, Gemm, Graph, GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats,
-    PoolId, PortableOp, PortableOps, Result, View,
+    Backend, BackendKind, BlockInfo, Capabilities, CapturedNode, ConditionElement, ConditionalKind,
+    DeviceBuffer, Element, EventOptions, FloatElement, Gemm, Graph, GraphError, GraphOptions,
+    HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp, PortableOps, Result, View,
     backend_kit::{CollectiveBackend, new_graph},
     kernel::{Kernel, KernelArg, Param, check_arguments, check_grid},
 };
@@ -14,9 +16,11 @@ use crate::{
     BufferMemory, Driver, DriverBuffer, DriverEvent, DriverGraph, DriverResult, DriverStream,
     api::{Bytes, RawArg, Region},
     capture::CaptureEntry,
+    editing::{self, Bound, BoundArg, KernelWork, Signature, Work},
     errors::{CallSite, waits_for_capturing_stream},
     host::{self, HostCall},
     shared::Shared,
+    stream::Settled,
 };
 
 /// A backend over driver `D`: streams, events, memory with graph pools, the portable ops and
@@ -58,6 +62,10 @@ impl<D: Driver> DriverBackend<D> {
     /// The driver, for what only this backend offers.
     pub fn driver(&self) -> &D {
         &self.shared.driver
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared<D>> {
+        &self.shared
     }
 
     /// True while any capture of the instance's capture domain runs.
@@ -103,11 +111,12 @@ impl<D: Driver> DriverBackend<D> {
         }
     }
 
-    /// The rule for a call that waits for `stream`'s work (stream synchronize, the blocking
-    /// copies on the current stream): on a capturing stream it can never finish, so it fails
-    /// and invalidates the capture in every mode; elsewhere it is an unsafe call.
-    fn blocking_call(&self, operation: &str, stream: &DriverStream<D>) -> Result<()> {
-        if let Some(entry) = stream.inner.capture() {
+    /// The rule for a call that waits for a stream's work (stream synchronize, the blocking
+    /// copies on the current stream), decided while `stream`'s membership is settled (and
+    /// made before that ends): on a capturing stream it can never finish, so it fails and
+    /// invalidates the capture in every mode; elsewhere it is an unsafe call.
+    fn blocking_call(&self, operation: &str, stream: &Settled<'_, D>) -> Result<()> {
+        if let Some(entry) = stream.capture() {
             entry
                 .record
                 .invalidate(format!("{operation} on the capturing stream"));
@@ -121,8 +130,9 @@ impl<D: Driver> DriverBackend<D> {
     }
 
     /// Waits through the driver (`wait`, an unsafe call named `operation`) for work on the
-    /// device, then polls the frees waiting for that work and checks the host callbacks that
-    /// ran.
+    /// device. The caller then polls the frees waiting for that work and checks the host
+    /// callbacks that ran ([`DriverBackend::after_driver_wait`]), once it holds no stream's
+    /// membership lock (the poll settles other streams).
     fn driver_wait(
         &self,
         operation: &str,
@@ -134,8 +144,13 @@ impl<D: Driver> DriverBackend<D> {
         shared.check(
             shared.relaxed(|| wait(&shared.driver)),
             CallSite::unsafe_call(operation),
-        )?;
-        shared.poll_pending_frees();
+        )
+    }
+
+    /// After [`DriverBackend::driver_wait`]: frees that waited for the work are due, and host
+    /// callbacks that ran may have panicked.
+    fn after_driver_wait(&self) -> Result<()> {
+        self.shared.poll_pending_frees();
         self.after_wait()
     }
 
@@ -144,9 +159,9 @@ impl<D: Driver> DriverBackend<D> {
         self.shared.host_panics.check()
     }
 
-    /// The capture `stream` takes part in, checked to be still valid.
-    fn valid_capture(stream: &DriverStream<D>) -> Result<Option<Arc<CaptureEntry<D>>>> {
-        match stream.inner.capture() {
+    /// The capture a settled stream takes part in, checked to be still valid.
+    fn valid_capture<'s>(stream: &'s Settled<'_, D>) -> Result<Option<&'s Arc<CaptureEntry<D>>>> {
+        match stream.capture() {
             Some(entry) => {
                 entry.record.ensure_valid()?;
                 Ok(Some(entry))
@@ -170,7 +185,10 @@ impl<D: Driver> PortableOps for DriverBackend<D> {
         let shared = &self.shared;
         shared.bind()?;
         shared.current.with(|stream| {
-            if let Some(entry) = Self::valid_capture(stream)? {
+            // Decided and launched with the membership settled (see `crate::stream`).
+            let settled = stream.inner.settled()?;
+            let capture = Self::valid_capture(&settled)?;
+            if let Some(entry) = capture {
                 entry.keep_block(out.buffer().memory());
                 if let Some(input) = input {
                     entry.keep_block(input.buffer().memory());
@@ -189,7 +207,13 @@ impl<D: Driver> PortableOps for DriverBackend<D> {
                 // while its executables can launch.
                 unsafe { shared.driver.launch_op(regions, &stream.inner.raw) },
                 CallSite::op(op.name()),
-            )
+            )?;
+            if let Some(entry) = &capture {
+                editing::record(shared, entry, stream, || {
+                    Work::Op(op.map(|v| Bound::of_view(&v)))
+                });
+            }
+            Ok(())
         })
     }
 }
@@ -223,7 +247,12 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let shared = &self.shared;
         shared.bind()?;
         let raw = shared.check(shared.driver.create_stream(), CallSite::op("new_stream"))?;
-        Ok(DriverStream::new(&*shared.driver, raw, shared.id))
+        Ok(DriverStream::new(
+            &*shared.driver,
+            raw,
+            shared.id,
+            shared.pools.order().new_stream(),
+        ))
     }
 
     fn current_stream(&self) -> DriverStream<D> {
@@ -247,10 +276,16 @@ impl<D: Driver> Backend for DriverBackend<D> {
                 .rules
                 .check_device_synchronize("synchronize")?;
             shared.bind()?;
+            // Taken before the wait: every free made before it is covered once it returns.
+            let began = shared.pools.order().now();
             shared.check(
                 shared.driver.synchronize(),
                 CallSite::unsafe_call("synchronize"),
-            )
+            )?;
+            // No capture of the domain runs (checked under the gate), so this completes
+            // eager work only, never the uses of a block inside a capture.
+            shared.pools.order().device_completed_before(began);
+            Ok(())
         })?;
         shared.after_synchronize();
         self.after_wait()
@@ -258,10 +293,15 @@ impl<D: Driver> Backend for DriverBackend<D> {
 
     fn stream_synchronize(&self, stream: &DriverStream<D>) -> Result<()> {
         self.own_stream(stream)?;
-        self.blocking_call("stream_synchronize", stream)?;
+        let settled = stream.inner.settled()?;
+        self.blocking_call("stream_synchronize", &settled)?;
+        let began = self.shared.pools.order().now();
         self.driver_wait("stream_synchronize", |driver| {
             driver.stream_synchronize(&stream.inner.raw)
-        })
+        })?;
+        stream.inner.clock.completed_before(began);
+        drop(settled);
+        self.after_driver_wait()
     }
 
     fn is_capturing(&self, stream: &DriverStream<D>) -> Result<bool> {
@@ -287,6 +327,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
             instance: shared.id,
             options,
             recorded_in: Default::default(),
+            stamp: Default::default(),
         })
     }
 
@@ -295,7 +336,21 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let shared = &self.shared;
         shared.bind()?;
         shared.current.with(|stream| {
-            let capture = Self::valid_capture(stream)?;
+            let settled = stream.inner.settled()?;
+            let capture = Self::valid_capture(&settled)?;
+            if let Some(entry) = capture
+                && event.options.external
+                && editing::in_body(shared, entry, stream)
+            {
+                return Err(editing::not_in_body("an external event's record"));
+            }
+            // An external event recorded in a capture is a node that each replay records:
+            // what a wait on it waits for is decided at replay time, so it orders nothing here.
+            let stamp = if capture.is_some() && event.options.external {
+                Default::default()
+            } else {
+                shared.pools.order().stamp(&stream.inner.clock)
+            };
             shared.check(
                 // SAFETY: through this layer a wait on the event forks a stream into the
                 // capture only in `wait_event` below, which joins the stream to the capture's
@@ -303,7 +358,8 @@ impl<D: Driver> Backend for DriverBackend<D> {
                 unsafe { shared.driver.record_event(&event.raw, &stream.inner.raw) },
                 CallSite::op("record_event"),
             )?;
-            event.set_recorded_in(capture.as_ref());
+            event.set_recorded_in(capture);
+            event.set_stamp(stamp);
             Ok(())
         })
     }
@@ -313,17 +369,39 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let shared = &self.shared;
         shared.bind()?;
         let stream = shared.current.get();
-        let joined_before = Self::valid_capture(&stream)?.is_some();
+        // The wait may fork the stream into a capture: its membership changes together with
+        // the driver's wait, under its membership lock (see `crate::stream`).
+        let membership = stream.inner.membership_lock_for_call()?;
+        let joined_before = match stream.inner.capture() {
+            Some(entry) => {
+                entry.record.ensure_valid()?;
+                if event.options.external && editing::in_body(shared, &entry, &stream) {
+                    return Err(editing::not_in_body("an external event's wait"));
+                }
+                true
+            }
+            None => false,
+        };
         // A wait on an event recorded in a capture forks the stream into that capture (an
         // external event is a node of its graph instead). The stream joins *before* the
-        // driver's wait, so an op another thread issues on it meanwhile is kept alive too.
-        let forked = if joined_before || event.options.external {
+        // driver's wait, so an op another thread issues on it meanwhile is kept alive too;
+        // the capture's origin is held for reading, so the capture cannot end meanwhile.
+        let target = if joined_before || event.options.external {
             None
         } else {
-            event
-                .recorded_in()
-                .filter(|entry| entry.join(&stream.inner))
+            event.recorded_in()
         };
+        if membership.is_none() && target.is_some() {
+            // A host callback of a call holding this stream settled would fork it.
+            return Err(crate::stream::busy_in_callback());
+        }
+        let origin = target
+            .as_ref()
+            .and_then(|entry| entry.origin())
+            // Our own write lock covers the stream itself.
+            .filter(|origin| !Arc::ptr_eq(origin, &stream.inner));
+        let _origin = origin.as_ref().map(|origin| origin.settled()).transpose()?;
+        let forked = target.filter(|entry| entry.join(&stream.inner));
         let waited = shared.check(
             // SAFETY: a stream this wait forks into a capture has joined that capture's entry
             // above (membership recorded), so the ops this layer issues on it are kept alive
@@ -336,6 +414,13 @@ impl<D: Driver> Backend for DriverBackend<D> {
                 stream.inner.leave_capture(entry);
             }
             return Err(e);
+        }
+        // In a capture the wait is a fork or join edge of the graph; eagerly, stream order.
+        if !(event.options.external && (joined_before || forked.is_some())) {
+            shared
+                .pools
+                .order()
+                .wait(&stream.inner.clock, &event.stamp());
         }
         if !joined_before
             && forked.is_none()
@@ -366,7 +451,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
             .check_unsafe_call("event_synchronize")?;
         self.driver_wait("event_synchronize", |driver| {
             driver.event_synchronize(&event.raw)
-        })
+        })?;
+        // The record completed: so did the work it was ordered after.
+        event.stamp().completed();
+        self.after_driver_wait()
     }
 
     fn event_query(&self, event: &DriverEvent<D>) -> Result<bool> {
@@ -421,12 +509,21 @@ impl<D: Driver> Backend for DriverBackend<D> {
             },
         )?;
         shared.poll_pending_frees();
-        let capture = Self::valid_capture(&shared.current.get())?;
-        let memory = match capture {
+        let stream = shared.current.get();
+        // Pool or plain is decided, and allocated, with the membership settled: a capture
+        // begun meanwhile must not receive a plain allocation of its stream (an unsafe call
+        // the rules never saw), nor a capture ended meanwhile a block of its pool.
+        let settled = stream.inner.settled()?;
+        let memory = match Self::valid_capture(&settled)? {
             // Inside a capture: the capture's pool, allocated in relaxed mode as PyTorch's
-            // allocator does, so the allocation neither is refused by nor invalidates it.
+            // allocator does, so the allocation neither is refused by nor invalidates it; a
+            // free block is reused only where stream order allows (see the pools).
             Some(entry) => shared
-                .relaxed(|| shared.pools.alloc_in(entry.pool, bytes))
+                .relaxed(|| {
+                    shared
+                        .pools
+                        .alloc_in(entry.pool, bytes, &stream.inner.clock)
+                })
                 .map_err(|e| match e {
                     // The pools do not know the backend they serve: name it.
                     GraphError::OutOfMemory {
@@ -443,6 +540,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
                 shared.pools.alloc_plain(bytes)?
             }
         };
+        drop(settled);
         Ok(DriverBuffer::new(
             shared,
             accel_graph_api::backend_kit::pools::OwnedAllocation::new(&shared.pools, memory),
@@ -466,8 +564,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
         }
         let shared = &self.shared;
         let stream = shared.current.get();
-        self.blocking_call("upload", &stream)?;
+        let settled = stream.inner.settled()?;
+        self.blocking_call("upload", &settled)?;
         shared.bind()?;
+        let began = shared.pools.order().now();
         shared.check(
             // SAFETY: `dst` views a live buffer of this instance, so its block is allocated,
             // the view lies inside the buffer and the buffer inside its block, and `src` has
@@ -483,6 +583,9 @@ impl<D: Driver> Backend for DriverBackend<D> {
             }),
             CallSite::unsafe_call("upload"),
         )?;
+        // The copy ran in the stream's order, after its earlier work, and was waited for.
+        stream.inner.clock.completed_before(began);
+        drop(settled);
         self.after_wait()
     }
 
@@ -502,8 +605,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
         }
         let shared = &self.shared;
         let stream = shared.current.get();
-        self.blocking_call("download", &stream)?;
+        let settled = stream.inner.settled()?;
+        self.blocking_call("download", &settled)?;
         shared.bind()?;
+        let began = shared.pools.order().now();
         shared.check(
             // SAFETY: `src` views a live buffer of this instance, so its block is allocated,
             // the view lies inside the buffer and the buffer inside its block, and `dst` has
@@ -519,6 +624,8 @@ impl<D: Driver> Backend for DriverBackend<D> {
             }),
             CallSite::unsafe_call("download"),
         )?;
+        stream.inner.clock.completed_before(began);
+        drop(settled);
         self.after_wait()
     }
 
@@ -537,16 +644,6 @@ impl<D: Driver> Backend for DriverBackend<D> {
         // Frees host callbacks deferred run first, so the figures are current.
         self.shared.domain.flush();
         let mut stats = self.shared.pools.stats();
-        // A free waiting for `record_stream`ed streams keeps its block in the pools' books as
-        // live: it is reserved there already (once), but its buffer was dropped, so it is not
-        // allocated any more.
-        for (bytes, pool) in self.shared.pending_free_blocks() {
-            stats.allocated_bytes = stats.allocated_bytes.saturating_sub(bytes);
-            stats.live_buffers = stats.live_buffers.saturating_sub(1);
-            if let Some(p) = pool.and_then(|pool| stats.pools.iter_mut().find(|p| p.pool == pool)) {
-                p.active_bytes = p.active_bytes.saturating_sub(bytes);
-            }
-        }
         // Device frees deferred past a capture are out of the books: add them back.
         stats.reserved_bytes = stats
             .reserved_bytes
@@ -580,8 +677,15 @@ impl<D: Driver> Backend for DriverBackend<D> {
         }
         shared.bind()?;
         let stream = shared.current.get();
-        match Self::valid_capture(&stream)? {
+        // Decided and launched with the membership settled: were a capture to begin on the
+        // stream in between, the eager trampoline (which frees its call when it runs) would
+        // become a node that every replay runs again (see `crate::stream`).
+        let settled = stream.inner.settled()?;
+        match Self::valid_capture(&settled)? {
             Some(entry) => {
+                if editing::in_body(shared, &entry, &stream) {
+                    return Err(editing::not_in_body("host_callback"));
+                }
                 let label = format!(
                     "host node #{} of graph {}",
                     entry.next_host_node(),
@@ -598,6 +702,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
                         .launch_host(&stream.inner.raw, host::run_kept, data)
                 };
                 shared.check(launched, CallSite::op("host_callback"))?;
+                editing::record(shared, &entry, &stream, || Work::Fixed(Signature::Host));
             }
             None => {
                 let call = HostCall::new(f, "(eager)".to_owned(), Arc::clone(&shared.host_panics));
@@ -615,6 +720,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
                 }
             }
         }
+        drop(settled);
         self.after_wait()
     }
 
@@ -662,7 +768,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
             .collect::<Result<_>>()?;
         shared.bind()?;
         shared.current.with(|stream| {
-            if let Some(entry) = Self::valid_capture(stream)? {
+            // Decided and launched with the membership settled (see `crate::stream`).
+            let settled = stream.inner.settled()?;
+            let capture = Self::valid_capture(&settled)?;
+            if let Some(entry) = capture {
                 for arg in args {
                     if let KernelArg::Buffer { memory, .. } = arg {
                         entry.keep_block(memory.allocation());
@@ -679,7 +788,42 @@ impl<D: Driver> Backend for DriverBackend<D> {
                         .launch_kernel(&module, kernel, grid, &raw, &stream.inner.raw)
                 },
                 CallSite::op("launch_kernel"),
-            )
+            )?;
+            if let Some(entry) = &capture {
+                editing::record(shared, entry, stream, || {
+                    Work::Kernel(KernelWork {
+                        kernel: kernel.clone(),
+                        module: Arc::clone(&module),
+                        grid,
+                        args: kernel
+                            .params()
+                            .iter()
+                            .zip(args)
+                            .map(|(param, arg)| match (param, arg) {
+                                (
+                                    Param::Buffer { access, .. },
+                                    KernelArg::Buffer {
+                                        memory,
+                                        element,
+                                        offset,
+                                        len,
+                                        ..
+                                    },
+                                ) => BoundArg::Buffer {
+                                    bound: Bound::of_memory(memory, *offset, *len, *element),
+                                    access: *access,
+                                },
+                                (_, KernelArg::Scalar(s)) => BoundArg::Scalar(*s),
+                                // `check_arguments` matched kinds above.
+                                (Param::Scalar { .. }, KernelArg::Buffer { .. }) => {
+                                    BoundArg::Scalar(accel_graph_api::kernel::Scalar::U32(0))
+                                }
+                            })
+                            .collect(),
+                    })
+                });
+            }
+            Ok(())
         })
     }
 
@@ -702,7 +846,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let shared = &self.shared;
         shared.bind()?;
         shared.current.with(|stream| {
-            if let Some(entry) = Self::valid_capture(stream)? {
+            // Decided and launched with the membership settled (see `crate::stream`).
+            let settled = stream.inner.settled()?;
+            let capture = Self::valid_capture(&settled)?;
+            if let Some(entry) = capture {
                 for view in [&a, &b, &c] {
                     entry.keep_block(view.buffer().memory());
                 }
@@ -722,7 +869,16 @@ impl<D: Driver> Backend for DriverBackend<D> {
                     )
                 },
                 CallSite::op("gemm"),
-            )
+            )?;
+            if let Some(entry) = &capture {
+                editing::record(shared, entry, stream, || {
+                    Work::Fixed(Signature::Gemm {
+                        spec: *spec,
+                        dtype: T::DTYPE,
+                    })
+                });
+            }
+            Ok(())
         })
     }
 
@@ -740,10 +896,69 @@ impl<D: Driver> Backend for DriverBackend<D> {
         if let Some(pool) = options.pool {
             self.shared.pools.check_issued(pool)?;
         }
-        new_graph(DriverGraph::new(Arc::clone(&self.shared)), options)
+        crate::editing::check_flags(&self.shared, options.instantiate)?;
+        new_graph(
+            DriverGraph::new(Arc::clone(&self.shared), options.instantiate),
+            options,
+        )
     }
 
     fn graph_pool_handle(&self) -> PoolId {
         self.shared.pools.issue_user_pool()
+    }
+
+    fn captured_node(&self) -> Result<CapturedNode> {
+        self.captured_node_impl()
+    }
+
+    fn update_graph(
+        &self,
+        graph: &mut Graph<DriverGraph<D>>,
+        from: &Graph<DriverGraph<D>>,
+    ) -> Result<()> {
+        graph.update_from(from)
+    }
+
+    fn update_node(
+        &self,
+        graph: &mut Graph<DriverGraph<D>>,
+        node: CapturedNode,
+        args: &[(usize, KernelArg<'_, BufferMemory<D>>)],
+    ) -> Result<()> {
+        graph.update_node(node, args)
+    }
+
+    fn if_then<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, DriverBuffer<D, T>>>,
+        then: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let mut then = Some(then);
+        let mut then = || then.take().map_or(Ok(()), |f| f());
+        self.conditional(cond.into(), ConditionalKind::If, &mut [&mut then])
+    }
+
+    fn if_else<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, DriverBuffer<D, T>>>,
+        then: impl FnOnce() -> Result<()>,
+        otherwise: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let (mut then, mut otherwise) = (Some(then), Some(otherwise));
+        let mut then = || then.take().map_or(Ok(()), |f| f());
+        let mut otherwise = || otherwise.take().map_or(Ok(()), |f| f());
+        self.conditional(
+            cond.into(),
+            ConditionalKind::IfElse,
+            &mut [&mut then, &mut otherwise],
+        )
+    }
+
+    fn while_loop<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, DriverBuffer<D, T>>>,
+        mut body: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
+        self.conditional(cond.into(), ConditionalKind::While, &mut [&mut body])
     }
 }

@@ -89,6 +89,10 @@ impl<D: Driver> Drop for BufferMemory<D> {
         if let Some(memory) = self.memory.take()
             && !uses.is_empty()
         {
+            // Pending from now (neither live nor free), with the recorded streams in its free
+            // point: a stream ordered after any of them since counts as ordered after the drop.
+            let clocks: Vec<_> = uses.iter().map(|s| Arc::clone(&s.inner.clock)).collect();
+            memory.pools().mark_pending(memory.get().id(), &clocks);
             self.shared.free_after(memory, uses);
         }
     }

@@ -3,7 +3,8 @@
 //!
 //! Which capture a stream takes part in is kept on the stream itself (set when the capture
 //! begins on it or the stream waits on an event of the capture, cleared when the capture
-//! ends), so issuing an op costs no driver query. Captures begun, or streams joined, through
+//! ends), so issuing an op costs no driver query. Membership changes under the streams'
+//! membership locks (see `crate::stream`). Captures begun, or streams joined, through
 //! raw handles behind the backend's back are not seen here: work issued through such paths is
 //! the caller's responsibility (see the driver layer's crate documentation).
 
@@ -26,18 +27,21 @@ use accel_graph_api::{
 };
 
 use crate::{
-    Driver, allocator::DriverAllocator, collectives::CapturedCollectives, host::HostCall,
-    stream::StreamInner,
+    Driver, allocator::DriverAllocator, collectives::CapturedCollectives, editing::Recorded,
+    host::HostCall, stream::StreamInner,
 };
 
 /// What a graph keeps alive for its captured work: a hold on every block an op touched (so
 /// dropping a buffer cannot free memory a replay still writes) and the host callbacks its host
 /// nodes call.
+///
+/// Each block's hold counts the operands of the graph's work that use it, so that a node
+/// update rebinding one operand lets the old block go exactly when no other operand uses it.
 pub(crate) struct KeepAlive<D: Driver> {
-    blocks: HashMap<BlockId, BlockHold<DriverAllocator<D>>>,
-    /// Boxed: host nodes hold a thin pointer to each, which must not move.
-    #[allow(clippy::vec_box)]
-    pub(crate) callbacks: Vec<Box<HostCall>>,
+    blocks: HashMap<BlockId, (BlockHold<DriverAllocator<D>>, usize)>,
+    /// Shared: a host node holds a thin pointer to each, which must not move, and a graph
+    /// updated from another (or embedding it as a child) calls the other's callbacks too.
+    pub(crate) callbacks: Vec<Arc<HostCall>>,
     /// Other objects captured work uses (the communicators of captured collectives).
     objects: Vec<Arc<dyn Any + Send + Sync>>,
 }
@@ -57,6 +61,55 @@ impl<D: Driver> KeepAlive<D> {
     pub(crate) fn blocks(&self) -> usize {
         self.blocks.len()
     }
+
+    /// One more use of the block of `memory`.
+    pub(crate) fn add_use(&mut self, memory: &OwnedAllocation<DriverAllocator<D>>) {
+        let entry = self
+            .blocks
+            .entry(memory.get().id())
+            .or_insert_with(|| (memory.hold(), 0));
+        entry.1 = entry.1.saturating_add(1);
+    }
+
+    /// One use fewer of block `id`; the hold goes with the last use.
+    pub(crate) fn release_use(&mut self, id: BlockId) {
+        if let Some(entry) = self.blocks.get_mut(&id) {
+            entry.1 = entry.1.saturating_sub(1);
+            if entry.1 == 0 {
+                self.blocks.remove(&id);
+            }
+        }
+    }
+
+    /// Holds of its own on everything `self` holds, with the same counts: what a graph taking
+    /// over `self`'s work keeps alive.
+    pub(crate) fn duplicate(&self) -> Self {
+        KeepAlive {
+            blocks: self
+                .blocks
+                .iter()
+                .map(|(id, (hold, uses))| (*id, (hold.clone(), *uses)))
+                .collect(),
+            callbacks: self.callbacks.clone(),
+            objects: self.objects.clone(),
+        }
+    }
+
+    /// Holds everything `other` holds too, as one use per block: a node embedding `other`'s
+    /// work (a child graph).
+    pub(crate) fn absorb(&mut self, other: &Self) {
+        for (id, (hold, _)) in &other.blocks {
+            let entry = self.blocks.entry(*id).or_insert_with(|| (hold.clone(), 0));
+            entry.1 = entry.1.saturating_add(1);
+        }
+        self.callbacks.extend(other.callbacks.iter().cloned());
+        for object in &other.objects {
+            let id = Arc::as_ptr(object).cast::<()>();
+            if !self.objects.iter().any(|o| Arc::as_ptr(o).cast::<()>() == id) {
+                self.objects.push(Arc::clone(object));
+            }
+        }
+    }
 }
 
 /// One capture in progress.
@@ -69,6 +122,9 @@ pub(crate) struct CaptureEntry<D: Driver> {
     pub(crate) record: Arc<CaptureRecord>,
     /// Serial number of the graph capturing, for messages.
     pub(crate) graph: u64,
+    /// The stream the capture began on: a fork holds its membership lock for reading, so the
+    /// capture cannot end while a stream joins it.
+    origin: Weak<StreamInner<D>>,
     /// Streams whose current capture is this one (the origin first).
     members: Mutex<Vec<Weak<StreamInner<D>>>>,
     /// Set (under `members`' lock) when the capture ends: no stream may join it any more.
@@ -77,21 +133,41 @@ pub(crate) struct CaptureEntry<D: Driver> {
     host_nodes: AtomicUsize,
     /// The collectives recorded, compared with the other ranks' before the capture ends.
     pub(crate) collectives: CapturedCollectives<D>,
+    /// The nodes the API issued, for graph editing.
+    recorded: Mutex<Recorded<D>>,
 }
 
 impl<D: Driver> CaptureEntry<D> {
-    pub(crate) fn new(pool: PoolId, record: Arc<CaptureRecord>, graph: u64) -> Arc<Self> {
+    pub(crate) fn new(
+        pool: PoolId,
+        record: Arc<CaptureRecord>,
+        graph: u64,
+        origin: &Arc<StreamInner<D>>,
+    ) -> Arc<Self> {
         Arc::new(CaptureEntry {
             driver_id: OnceLock::new(),
             pool,
             record,
             graph,
+            origin: Arc::downgrade(origin),
             members: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
             keep: Mutex::new(KeepAlive::default()),
             host_nodes: AtomicUsize::new(0),
             collectives: CapturedCollectives::default(),
+            recorded: Mutex::new(Recorded::default()),
         })
+    }
+
+    /// The nodes the API issued so far.
+    pub(crate) fn recorded(&self) -> MutexGuard<'_, Recorded<D>> {
+        // Records are pushed whole: a panic elsewhere cannot tear them.
+        self.recorded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps everything `other` keeps alive, for a node embedding its work (a child graph).
+    pub(crate) fn keep_all(&self, other: &KeepAlive<D>) {
+        self.keep().absorb(other);
     }
 
     fn keep(&self) -> MutexGuard<'_, KeepAlive<D>> {
@@ -109,13 +185,10 @@ impl<D: Driver> CaptureEntry<D> {
         self.driver_id.get().copied()
     }
 
-    /// Keeps the block of `memory` alive for the graph (once per block).
+    /// Keeps the block of `memory` alive for the graph (one hold per block, counting its
+    /// uses).
     pub(crate) fn keep_block(&self, memory: &OwnedAllocation<DriverAllocator<D>>) {
-        let id = memory.get().id();
-        self.keep()
-            .blocks
-            .entry(id)
-            .or_insert_with(|| memory.hold());
+        self.keep().add_use(memory);
     }
 
     /// Keeps `object` alive for the graph (once per object).
@@ -134,7 +207,8 @@ impl<D: Driver> CaptureEntry<D> {
     /// Keeps a captured host callback alive for the graph; returns the pointer its host node
     /// calls it with.
     pub(crate) fn keep_callback(&self, call: Box<HostCall>) -> *mut c_void {
-        let data = (&*call as *const HostCall).cast_mut().cast::<c_void>();
+        let call: Arc<HostCall> = Arc::from(call);
+        let data = Arc::as_ptr(&call).cast_mut().cast::<c_void>();
         self.keep().callbacks.push(call);
         data
     }
@@ -144,7 +218,26 @@ impl<D: Driver> CaptureEntry<D> {
         self.host_nodes.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Makes `stream` take part in this capture; false (and nothing done) once it ended.
+    /// The stream the capture began on, while it lives.
+    pub(crate) fn origin(&self) -> Option<Arc<StreamInner<D>>> {
+        self.origin.upgrade()
+    }
+
+    /// The streams taking part besides the origin (to lock before the capture ends).
+    pub(crate) fn forked_members(&self) -> Vec<Arc<StreamInner<D>>> {
+        let origin = self.origin.as_ptr();
+        self.members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|m| !std::ptr::eq(m.as_ptr(), origin))
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// Makes `stream` take part in this capture; false (and nothing done) once it ended. The
+    /// caller holds `stream`'s membership lock, and the origin's (for reading, or writing at
+    /// the capture's begin).
     pub(crate) fn join(self: &Arc<Self>, stream: &Arc<StreamInner<D>>) -> bool {
         let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
         if self.closed.load(Ordering::Acquire) {
@@ -156,8 +249,9 @@ impl<D: Driver> CaptureEntry<D> {
     }
 
     /// Ends the capture's membership: no stream takes part in it any more. Returns what the
-    /// graph must keep alive.
-    pub(crate) fn close(self: &Arc<Self>) -> KeepAlive<D> {
+    /// graph must keep alive, and the nodes the API issued. The caller holds the membership
+    /// locks of the origin and of every member.
+    pub(crate) fn close(self: &Arc<Self>) -> (KeepAlive<D>, Recorded<D>) {
         let members = {
             let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
             self.closed.store(true, Ordering::Release);
@@ -166,6 +260,9 @@ impl<D: Driver> CaptureEntry<D> {
         for stream in members.iter().filter_map(Weak::upgrade) {
             stream.leave_capture(self);
         }
-        std::mem::take(&mut *self.keep())
+        (
+            std::mem::take(&mut *self.keep()),
+            std::mem::take(&mut *self.recorded()),
+        )
     }
 }

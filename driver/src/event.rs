@@ -5,7 +5,7 @@ use std::{
     sync::{Arc, Mutex, Weak},
 };
 
-use accel_graph_api::EventOptions;
+use accel_graph_api::{EventOptions, backend_kit::stream_order::OrderStamp};
 
 use crate::{Driver, capture::CaptureEntry};
 
@@ -17,6 +17,9 @@ pub struct DriverEvent<D: Driver> {
     /// The capture its last record was made in (a wait on it forks the waiting stream into
     /// that capture).
     pub(crate) recorded_in: Mutex<Weak<CaptureEntry<D>>>,
+    /// What its last record knew of stream order: a wait on it merges this into the waiting
+    /// stream's view.
+    pub(crate) stamp: Mutex<OrderStamp>,
 }
 
 impl<D: Driver> DriverEvent<D> {
@@ -33,6 +36,15 @@ impl<D: Driver> DriverEvent<D> {
     pub(crate) fn set_recorded_in(&self, capture: Option<&Arc<CaptureEntry<D>>>) {
         *self.recorded_in.lock().unwrap_or_else(|e| e.into_inner()) =
             capture.map_or_else(Weak::new, Arc::downgrade);
+    }
+
+    pub(crate) fn set_stamp(&self, stamp: OrderStamp) {
+        *self.stamp.lock().unwrap_or_else(|e| e.into_inner()) = stamp;
+    }
+
+    /// What the event's last record knew of stream order.
+    pub(crate) fn stamp(&self) -> OrderStamp {
+        self.stamp.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The capture the event was last recorded in, if that capture is still going on.

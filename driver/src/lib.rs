@@ -14,7 +14,14 @@
 //!   graph is reset or dropped — a replay never touches freed memory;
 //! * CUDA's capture-mode rules for unsafe calls, per capture domain (the CUDA driver's global
 //!   mode spans the process), and the gate that keeps device frees out of captures;
-//! * the registry of captures in progress and the streams taking part in them;
+//! * the registry of captures in progress and the streams taking part in them, with the
+//!   invariant that no call decides by a stream's capture membership and then acts on another
+//!   (each stream's membership lock: read while a call decides and acts, written while a
+//!   capture begins, ends or forks onto it — see `stream.rs`);
+//! * stream order: event records and waits, synchronizes and blocking copies are reported to
+//!   the pools' [`StreamOrder`](accel_graph_api::backend_kit::stream_order::StreamOrder), so a
+//!   pool block freed on one stream goes to an allocation on another only when that
+//!   allocation is known to run after it;
 //! * host callbacks: the trampolines, their lifetime, and panics caught and reported;
 //! * the error table (a driver's failure → the [`GraphError`](accel_graph_api::GraphError)
 //!   variant the API promises);
@@ -45,6 +52,7 @@ mod buffer;
 mod capture;
 mod collectives;
 mod domain;
+mod editing;
 mod errors;
 mod event;
 mod graph;

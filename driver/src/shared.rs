@@ -13,6 +13,7 @@ use accel_graph_api::{
     backend_kit::{
         CurrentStream,
         pools::{MemoryPools, OwnedAllocation},
+        stream_order::StreamClock,
     },
     kernel::Kernel,
 };
@@ -30,13 +31,17 @@ use crate::{
 /// Process-wide counter of backend instances (the low bits of `instance_id`).
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
-/// Memory dropped while streams recorded with `record_stream` may still use it.
+/// Memory dropped while streams recorded with `record_stream` may still use it (its block is
+/// pending in the pools' books until it is freed).
 struct PendingFree<D: Driver> {
-    memory: OwnedAllocation<DriverAllocator<D>>,
+    /// Held until the free is due: dropping it frees the block.
+    _memory: OwnedAllocation<DriverAllocator<D>>,
     /// Streams whose progress past the drop is not recorded yet (they were capturing).
     unrecorded: Vec<DriverStream<D>>,
-    /// Events recorded on the streams at the drop: the memory goes when all completed.
-    events: Vec<D::Event>,
+    /// Events recorded on the streams after the drop, with the stream's clock and the tick
+    /// taken before the record: the memory goes when all completed, and each stream's work
+    /// before its tick is then known complete.
+    events: Vec<(D::Event, Arc<StreamClock>, u64)>,
 }
 
 /// One backend instance.
@@ -52,9 +57,9 @@ pub(crate) struct Shared<D: Driver> {
     pub(crate) captures: Mutex<Vec<Arc<CaptureEntry<D>>>>,
     pub(crate) host_panics: Arc<HostPanics>,
     /// Host callbacks of reset graphs: a launch in flight may still call them, so they go at
-    /// the next device synchronization. Boxed: host nodes point at them.
-    #[allow(clippy::vec_box)]
-    retired: Mutex<Vec<Box<HostCall>>>,
+    /// the next device synchronization. Shared: host nodes point at them, and graphs that
+    /// took over or embed another graph's work call its callbacks too.
+    retired: Mutex<Vec<Arc<HostCall>>>,
     pending_frees: Mutex<Vec<PendingFree<D>>>,
     next_graph: AtomicU64,
     /// Users' kernels compiled for this instance, by kernel id (each with its kernel, which
@@ -78,13 +83,19 @@ impl<D: Driver> Shared<D> {
         let driver = Arc::new(driver);
         let id = kind_tag(D::KIND) | NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
         let domain = Domain::get(D::KIND, driver.capture_domain());
-        let default_stream = DriverStream::new(&*driver, driver.default_stream(), id);
+        let pools = MemoryPools::with_reuse_rule(
+            DriverAllocator::new(Arc::clone(&driver), Arc::clone(&domain)),
+            driver.pool_reuse_rule(),
+        );
+        let default_stream = DriverStream::new(
+            &*driver,
+            driver.default_stream(),
+            id,
+            pools.order().new_stream(),
+        );
         Shared {
             capabilities: driver.capabilities(),
-            pools: MemoryPools::new(DriverAllocator::new(
-                Arc::clone(&driver),
-                Arc::clone(&domain),
-            )),
+            pools,
             current: CurrentStream::new(default_stream),
             driver,
             id,
@@ -178,7 +189,9 @@ impl<D: Driver> Shared<D> {
                 Ok(true)
             }
             None => Err(GraphError::Unsupported {
-                what: "raw work on a stream that captures into a capture this backend did not                        begin: begin captures through the backend (capture_begin, capture_on)                        so that their graphs keep the memory their work uses"
+                what: "raw work on a stream that captures into a capture this backend did not \
+                       begin: begin captures through the backend (capture_begin, capture_on) \
+                       so that their graphs keep the memory their work uses"
                     .to_owned(),
             }),
         }
@@ -190,18 +203,23 @@ impl<D: Driver> Shared<D> {
 
     /// Host callbacks of a reset graph: dropped once no launch can call them any more — now,
     /// after a device synchronization, unless a capture runs (which a synchronization would
-    /// break); then at the next synchronization.
-    #[allow(clippy::vec_box)]
-    pub(crate) fn retire_callbacks(&self, callbacks: Vec<Box<HostCall>>) {
+    /// break) or this is a host callback (where no runtime call is permitted); then at the
+    /// next synchronization.
+    pub(crate) fn retire_callbacks(&self, callbacks: Vec<Arc<HostCall>>) {
         if callbacks.is_empty() {
             return;
         }
         let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
         retired.extend(callbacks);
-        if !self.domain.capture_active()
-            && self.driver.bind().is_ok()
-            && self.driver.synchronize().is_ok()
-        {
+        // Checked and synchronized while no capture can begin, as `synchronize` does: a
+        // capture begun after the check would meet the device-wide wait.
+        let synchronized = !in_host_callback()
+            && self.domain.excluding_capture_begins(|| {
+                !self.domain.capture_active()
+                    && self.driver.bind().is_ok()
+                    && self.driver.synchronize().is_ok()
+            });
+        if synchronized {
             retired.clear();
         }
     }
@@ -226,7 +244,7 @@ impl<D: Driver> Shared<D> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(PendingFree {
-                memory,
+                _memory: memory,
                 unrecorded: streams,
                 events: Vec::new(),
             });
@@ -255,11 +273,20 @@ impl<D: Driver> Shared<D> {
             for p in pending.iter_mut() {
                 let mut still = Vec::new();
                 for stream in p.unrecorded.drain(..) {
+                    // Decided and recorded with the membership settled: a record on a stream
+                    // that began capturing meanwhile would be a node of that capture, and
+                    // its query illegal.
+                    let Ok(settled) = stream.inner.settled() else {
+                        still.push(stream);
+                        continue;
+                    };
                     // Inside a capture the point is the capture's end: record once it ended.
-                    if stream.inner.capture().is_some() {
+                    if settled.capture().is_some() {
+                        drop(settled);
                         still.push(stream);
                         continue;
                     }
+                    let began = self.pools.order().now();
                     let recorded = self
                         .driver
                         .create_event(accel_graph_api::EventOptions::new())
@@ -267,12 +294,16 @@ impl<D: Driver> Shared<D> {
                             // SAFETY: the event is private to this pending free and only
                             // ever queried, so no stream waits on it and none can be forked
                             // through it into a capture (nor is the stream capturing: checked
-                            // above).
+                            // above, and settled until the record is made).
                             unsafe { self.driver.record_event(&event, &stream.inner.raw) }
                                 .map(|()| event)
                         });
+                    drop(settled);
                     match recorded {
-                        Ok(event) => p.events.push(event),
+                        Ok(event) => {
+                            p.events
+                                .push((event, Arc::clone(&stream.inner.clock), began));
+                        }
                         // The stream cannot take an event (a broken device): nothing can be
                         // ordered after it, so wait for the device instead.
                         Err(_) => still.push(stream),
@@ -283,29 +314,25 @@ impl<D: Driver> Shared<D> {
             let (done, waiting): (Vec<_>, Vec<_>) =
                 std::mem::take(&mut *pending).into_iter().partition(|p| {
                     p.unrecorded.is_empty()
-                        && p.events
-                            .iter()
+                        && p.events.iter().all(|(e, ..)| {
                             // A query that fails says nothing about the stream's progress:
                             // keep the memory (it goes at the instance's drop, after a
                             // synchronize) rather than free it under a running kernel.
-                            .all(|e| self.driver.event_query(e).unwrap_or(false))
+                            // Relaxed: a capture another thread begins after the check above
+                            // must not meet the query in the driver (see `crate::domain`).
+                            self.relaxed(|| self.driver.event_query(e)).unwrap_or(false)
+                        })
                 });
             *pending = waiting;
             done
         };
+        for p in &done {
+            for (_, clock, began) in &p.events {
+                clock.completed_before(*began);
+            }
+        }
         // Freed outside the lock: a free may reach the driver.
         drop(done);
-    }
-
-    /// The blocks of pending frees (bytes and pool): still live in the pools' books, though
-    /// their buffers were dropped.
-    pub(crate) fn pending_free_blocks(&self) -> Vec<(usize, Option<accel_graph_api::PoolId>)> {
-        self.pending_frees
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|p| (p.memory.get().bytes(), p.memory.get().pool()))
-            .collect()
     }
 }
 

@@ -1,14 +1,57 @@
-//! `DriverStream`: a stream of one backend instance, with the capture it takes part in.
+//! `DriverStream`: a stream of one backend instance, with the capture it takes part in and its
+//! place in stream order.
+//!
+//! # Deciding by capture membership
+//!
+//! Many calls act differently on a capturing stream: an op keeps its blocks alive for the
+//! graph, a host callback hands the graph its trampoline (an eager one frees itself when it
+//! runs), an allocation comes from the capture's pool, an event record becomes a way into the
+//! capture, a blocking copy is refused. Deciding and then acting is safe only if the stream
+//! cannot start or stop capturing in between — another thread may begin or end a capture on
+//! it at any time. So every stream has a lock over its membership:
+//!
+//! * a call that decides by the membership holds the **read** side from the decision until the
+//!   driver call that acts on it returned ([`StreamInner::settled`]);
+//! * whatever changes the membership holds the **write** side around the change *and* the
+//!   driver call that makes it ([`StreamInner::membership_lock`]): `capture_begin` (the
+//!   stream), the end or abort of a capture (its origin, then every member), a fork by
+//!   `wait_event` (the forked stream, and the capture's origin for reading, so that the
+//!   capture cannot end meanwhile).
+//!
+//! Deadlock freedom: a thread waits for one stream's read lock, or a forked stream's write
+//! lock and then an origin's read lock, or an origin's and then its members' write locks;
+//! write locks are held around driver calls that never wait for device work, and around
+//! `capture_begin`'s registration under the domain's gate (the gate may be taken under a
+//! stream lock, never the other way round; its readers wait for device work only while no
+//! capture runs). Calls inside host callbacks never
+//! wait for a read lock or a fork's write lock (a wait holding a read lock may be waiting for
+//! that very callback): the stream their issuer holds is settled already (so a wait there may
+//! order it but not fork it), any other is tried once, and a call on a stream another thread
+//! is beginning, ending or forking a capture on is refused there (CUDA permits no runtime call
+//! in a host function anyway). A capture ended in a callback (its graph dropped there) does
+//! wait for its streams' write locks: the calls holding those decide on capturing streams,
+//! where nothing waits for device work. The cost on the hot path is one uncontended read
+//! lock, with no allocation.
 
 use std::{
+    cell::Cell,
     fmt,
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
         atomic::{AtomicBool, Ordering},
     },
 };
 
-use crate::{Driver, capture::CaptureEntry};
+use accel_graph_api::{GraphError, Result, backend_kit::stream_order::StreamClock};
+
+use crate::{Driver, capture::CaptureEntry, host::in_host_callback};
+
+thread_local! {
+    /// The stream whose membership the innermost [`Settled`] of this thread holds (its
+    /// address; 0 for none): a host callback that runs inside that call (synchronous
+    /// backends) finds it settled already.
+    static SETTLED: Cell<usize> = const { Cell::new(0) };
+}
 
 /// A stream of a driver-based backend. Clones name the same stream; the last clone releases
 /// it.
@@ -21,13 +64,107 @@ pub(crate) struct StreamInner<D: Driver> {
     pub(crate) key: u64,
     pub(crate) instance: u64,
     pub(crate) is_default: bool,
+    /// Its place in stream order, by which pool blocks are reused across streams.
+    pub(crate) clock: Arc<StreamClock>,
+    /// Read: the membership is being decided by; write: it is being changed (see the module
+    /// documentation).
+    settle: RwLock<()>,
     /// Fast path of `capture`: most ops run on streams that are not capturing.
     capturing: AtomicBool,
     capture: Mutex<Option<Arc<CaptureEntry<D>>>>,
 }
 
+/// The read side of a stream's membership lock: until it drops, no capture begins, ends or
+/// forks on the stream, so what [`Settled::capture`] says stays true.
+pub(crate) struct Settled<'a, D: Driver> {
+    _read: Option<RwLockReadGuard<'a, ()>>,
+    /// The thread's previously settled stream, restored on drop.
+    outer: usize,
+    capture: Option<Arc<CaptureEntry<D>>>,
+}
+
+impl<D: Driver> Settled<'_, D> {
+    /// The capture the stream takes part in, if any.
+    pub(crate) fn capture(&self) -> Option<&Arc<CaptureEntry<D>>> {
+        self.capture.as_ref()
+    }
+}
+
+/// The refusal of a call inside a host callback on a stream whose membership lock is in use.
+pub(crate) fn busy_in_callback() -> GraphError {
+    GraphError::Unsupported {
+        what: "a call inside a host callback on a stream whose capture another thread is \
+               beginning, ending or forking (no runtime call is permitted in a host function); \
+               make it outside the callback"
+            .to_owned(),
+    }
+}
+
+impl<D: Driver> Drop for Settled<'_, D> {
+    fn drop(&mut self) {
+        SETTLED.with(|s| s.set(self.outer));
+    }
+}
+
 impl<D: Driver> StreamInner<D> {
-    /// The capture this stream takes part in, if any.
+    fn address(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Settles the stream's membership for a call that decides by it (see the module
+    /// documentation); inside a host callback, a stream another thread is beginning or ending
+    /// a capture on is refused with [`GraphError::Unsupported`].
+    #[inline]
+    pub(crate) fn settled(&self) -> Result<Settled<'_, D>> {
+        let outer = SETTLED.with(Cell::get);
+        let read = if outer == self.address() {
+            // Held already by this thread's outer call (a callback it runs synchronously).
+            None
+        } else if in_host_callback() {
+            match self.settle.try_read() {
+                Ok(read) => Some(read),
+                Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(TryLockError::WouldBlock) => return Err(busy_in_callback()),
+            }
+        } else {
+            // Nothing is changed under the lock: a poisoned one guards valid state.
+            Some(self.settle.read().unwrap_or_else(|e| e.into_inner()))
+        };
+        SETTLED.with(|s| s.set(self.address()));
+        Ok(Settled {
+            _read: read,
+            outer,
+            capture: self.capture(),
+        })
+    }
+
+    /// The write side of the membership lock: hold it around a change of the membership and
+    /// the driver call that makes it.
+    pub(crate) fn membership_lock(&self) -> RwLockWriteGuard<'_, ()> {
+        self.settle.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// [`StreamInner::membership_lock`] for a call that may change the membership (a wait
+    /// that forks the stream into a capture). Inside a host callback, where no wait may
+    /// block: `None` if this thread's outer call holds the stream settled (nothing may change
+    /// the membership then, so the caller must refuse a fork), and a lock in use elsewhere is
+    /// refused with [`GraphError::Unsupported`].
+    pub(crate) fn membership_lock_for_call(&self) -> Result<Option<RwLockWriteGuard<'_, ()>>> {
+        if !in_host_callback() {
+            return Ok(Some(self.membership_lock()));
+        }
+        if SETTLED.with(Cell::get) == self.address() {
+            return Ok(None);
+        }
+        match self.settle.try_write() {
+            Ok(write) => Ok(Some(write)),
+            Err(TryLockError::Poisoned(e)) => Ok(Some(e.into_inner())),
+            Err(TryLockError::WouldBlock) => Err(busy_in_callback()),
+        }
+    }
+
+    /// The capture this stream takes part in, if any, as last set: callers that act on it
+    /// hold [`StreamInner::settled`] instead; the rest only look.
     #[inline]
     pub(crate) fn capture(&self) -> Option<Arc<CaptureEntry<D>>> {
         if !self.capturing.load(Ordering::Acquire) {
@@ -39,13 +176,15 @@ impl<D: Driver> StreamInner<D> {
             .clone()
     }
 
+    /// Sets the capture the stream takes part in (the caller holds the membership lock).
     pub(crate) fn set_capture(&self, entry: Option<Arc<CaptureEntry<D>>>) {
         let mut slot = self.capture.lock().unwrap_or_else(|e| e.into_inner());
         self.capturing.store(entry.is_some(), Ordering::Release);
         *slot = entry;
     }
 
-    /// Leaves `entry`'s capture, if this stream is still in it.
+    /// Leaves `entry`'s capture, if this stream is still in it (the caller holds the
+    /// membership lock).
     pub(crate) fn leave_capture(&self, entry: &Arc<CaptureEntry<D>>) {
         let mut slot = self.capture.lock().unwrap_or_else(|e| e.into_inner());
         if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, entry)) {
@@ -55,14 +194,23 @@ impl<D: Driver> StreamInner<D> {
     }
 }
 
+impl<D: Driver> Drop for StreamInner<D> {
+    fn drop(&mut self) {
+        // No more work can be issued on it: other streams' views forget it.
+        self.clock.retire();
+    }
+}
+
 impl<D: Driver> DriverStream<D> {
-    pub(crate) fn new(driver: &D, raw: D::Stream, instance: u64) -> Self {
+    pub(crate) fn new(driver: &D, raw: D::Stream, instance: u64, clock: Arc<StreamClock>) -> Self {
         DriverStream {
             inner: Arc::new(StreamInner {
                 key: driver.stream_key(&raw),
                 is_default: driver.is_default_stream(&raw),
                 raw,
                 instance,
+                clock,
+                settle: RwLock::new(()),
                 capturing: AtomicBool::new(false),
                 capture: Mutex::new(None),
             }),
@@ -90,6 +238,12 @@ impl<D: Driver> DriverStream<D> {
     pub fn key(&self) -> u64 {
         self.inner.key
     }
+
+    /// The stream's serial number: unique in the process, unlike the driver's key (drivers
+    /// reuse the handles of dropped streams).
+    pub fn serial(&self) -> u64 {
+        self.inner.clock.serial()
+    }
 }
 
 impl<D: Driver> Clone for DriverStream<D> {
@@ -113,6 +267,7 @@ impl<D: Driver> fmt::Debug for DriverStream<D> {
         f.debug_struct("Stream")
             .field("backend", &D::KIND)
             .field("key", &format_args!("{:#x}", self.inner.key))
+            .field("serial", &self.inner.clock.serial())
             .field("default", &self.inner.is_default)
             .field("instance", &self.inner.instance)
             .finish()

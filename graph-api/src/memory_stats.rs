@@ -7,7 +7,10 @@ use crate::PoolId;
 ///
 /// *Active* bytes are in buffers handed out and not dropped; *reserved* bytes are held from
 /// the device: active ones, free blocks cached in graph pools, blocks a graph keeps alive after
-/// their buffer was dropped, and frees waiting for a capture to end.
+/// their buffer was dropped, blocks whose dropped buffer `record_stream`ed streams may still
+/// use, and frees waiting for a capture to end. Each block counts in at most one of
+/// `allocated_bytes`, `graph_held_bytes` and `pending_free_bytes`, so at all times
+/// `reserved_bytes >= allocated_bytes + graph_held_bytes + pending_free_bytes`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct MemoryStats {
@@ -20,6 +23,10 @@ pub struct MemoryStats {
     /// Of `reserved_bytes`, blocks whose buffer was dropped but which a graph's captured work
     /// still uses: they go back when the last such graph is reset or dropped.
     pub graph_held_bytes: usize,
+    /// Of `reserved_bytes`, blocks whose buffer was dropped while streams it was
+    /// `record_stream`ed onto may still use it: they go back (to the device, or to their pool)
+    /// once those streams passed the drop — after the capture, if they were capturing.
+    pub pending_free_bytes: usize,
     /// Buffers handed out and not yet dropped.
     pub live_buffers: usize,
     /// Every pool that still owns memory or is held by a graph, by id.
@@ -57,6 +64,9 @@ pub enum BlockState {
     /// Its buffer was dropped, but a graph's captured work still uses it: kept until the last
     /// such graph is reset or dropped.
     GraphHeld,
+    /// Its buffer was dropped while streams it was `record_stream`ed onto may still use it:
+    /// freed once they passed the drop.
+    PendingFree,
 }
 
 /// One block of device memory (`torch.cuda.memory_snapshot()` segments, with

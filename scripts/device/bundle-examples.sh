@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 BUNDLE=.device-bundle/examples
-BINS=(quickstart every_backend train_loop bucketed_inference bench_replay conformance_report debug_dump)
+BINS=(quickstart every_backend train_loop bucketed_inference bench_replay conformance_report debug_dump
+  side_stream_memory mlp_train_step capture_startup)
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE"
 cargo build --release -p accel-graph-examples --bins

@@ -23,7 +23,7 @@ for line in sys.stdin:
         continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") \
             and m["target"]["kind"] == ["test"] and "accel-graph-hip" in m["package_id"] \
-            and m["target"]["name"] in ("conformance", "unavailable"):
+            and m["target"]["name"] in ("conformance", "interop", "unavailable"):
         print(m["target"]["name"], m["executable"])
 ' | while read -r name exe; do
     cp "$exe" "$bundle/bin/$name"

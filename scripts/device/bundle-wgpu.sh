@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the wgpu backend's benchmark and test binaries (release, stripped) into
+# Builds the wgpu backend's benchmark, example and test binaries (release, stripped) into
 # .device-bundle/wgpu/, for a run on a GPU machine without a Rust toolchain
 # (scripts/device/run-wgpu.sh runs them there). Run from the repository root.
 set -euo pipefail
@@ -14,10 +14,12 @@ if ! ls .gl/*.deb >/dev/null 2>&1; then
 fi
 out=.device-bundle/wgpu
 mkdir -p "$out"
-cargo build --release -p accel-graph-wgpu --example wgpu_replay_vs_eager
-cp "${CARGO_TARGET_DIR:-target}/release/examples/wgpu_replay_vs_eager" "$out/wgpu_replay_vs_eager"
+cargo build --release -p accel-graph-wgpu --example wgpu_replay_vs_eager --example wgpu_user_pipeline
+for example in wgpu_replay_vs_eager wgpu_user_pipeline; do
+    cp "${CARGO_TARGET_DIR:-target}/release/examples/$example" "$out/$example"
+done
 # Test binaries have hashed names: ask cargo for them.
-cargo test --release -p accel-graph-wgpu --test conformance --test semantics --no-run \
+cargo test --release -p accel-graph-wgpu --test conformance --test semantics --test interop --no-run \
     --message-format=json 2>/dev/null |
     python3 -c '
 import json, sys, shutil

@@ -2,10 +2,12 @@
 # Runs the CUDA binaries staged by scripts/device/bundle-cuda.sh on the GPU machine: the
 # conformance suite at full size (drop-then-replay 1000 times, 10,000 buffer-lifetime programs
 # per contract in child processes, the stress at 8 threads x 1000 cycles per mode, PyTorch's
-# reset-recapture with 1000 replays), the capture-semantics probe, the examples, the PyTorch
-# comparison, the benchmark, the soak and the reliability checks (last: its sticky-fault check
-# ruins its own process's context). Logs go to $OUT (default ./device-logs); the exit status is
-# non-zero if any step failed.
+# reset-recapture with 1000 replays), the capture-semantics probe, the examples (cudarc
+# interop included), the PyTorch comparison, the benchmarks (user kernels against portable
+# ops included), the graph-editing benchmark (`editing:` lines), the soak and the reliability
+# checks (last: its sticky-fault check ruins its own process's context). Logs go to $OUT
+# (default ./device-logs); users' kernels compiled by NVRTC are cached in $OUT/kernel-cache;
+# the exit status is non-zero if any step failed.
 #
 #   bash scripts/device/run-cuda.sh [soak_replays]
 #
@@ -18,7 +20,8 @@ OUT="${OUT:-device-logs}"
 mkdir -p "$OUT"
 SOAK_REPLAYS="${1:-1000000}"
 
-# cuBLAS and NVRTC (for the cuBLAS + user-kernel example) from the toolkit or PyTorch's wheels.
+# cuBLAS and NVRTC (users' kernels and GEMM: conformance sections 14 and 15, the interop
+# examples) from the toolkit or PyTorch's wheels.
 # Never the toolkit's stubs/ folder: its libcuda.so is a stub that fails every call with
 # CUDA_ERROR_STUB_LIBRARY, and "libcuda.so" is the first name the loader tries.
 LIBDIRS=$( { find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu \
@@ -43,26 +46,37 @@ step() { # step NAME LOGFILE COMMAND...
 
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } | tee "$OUT/summary.txt"
 
+# The disk cache of users' compiled kernels, kept with the logs (a run's later steps hit it).
+export ACCEL_GRAPH_KERNEL_CACHE="$OUT/kernel-cache"
+
 export ACCEL_GRAPH_CONFORMANCE_REPETITIONS=1000 ACCEL_GRAPH_CONFORMANCE_LIFETIMES=10000 \
     ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES=1000 ACCEL_GRAPH_TORCH_REPLAYS=1000
 step conformance conformance.log "$B/test-conformance"
 step unavailable examples.log "$B/test-unavailable"
 step capture_probe probe.log "$B/capture_probe"
 step cublas_user_kernel examples.log "$B/cublas_user_kernel"
+step cudarc_interop examples.log "$B/cudarc_interop"
 step debug_dump examples.log "$B/debug_dump" "$OUT/cuda_graph.dot"
 step torch_graphs bench.log env PYTHONUNBUFFERED=1 python3 "$B/torch_graphs.py" "$OUT/torch_results.txt"
 step bench bench.log "$B/graph_overhead_vs_raw_cuda" "$OUT/torch_results.txt"
+step bench_user_kernels bench.log "$B/bench_user_kernels"
+step editing editing.log "$B/graph_editing"
 step soak soak.log "$B/soak" "$SOAK_REPLAYS"
 step reliability reliability.log "$B/reliability"
 
 {
   grep -hs "^test result\|\.\.\. FAILED" "$OUT/conformance.log"
   grep -hs "^bench:" "$OUT/bench.log"
+  grep -hs "^bench_user_kernels:" "$OUT/bench.log"
   grep -hs "^torch:" "$OUT/bench.log"
+  grep -hs "^editing:" "$OUT/editing.log"
   grep -hs "^soak:" "$OUT/soak.log"
   grep -hs "^reliability:" "$OUT/reliability.log"
   grep -hs "lifetimes (\|stress:\|drop-then-replay:" "$OUT/conformance.log"
-  grep -hs "OK$\|skipped" "$OUT/examples.log"
+  grep -hs "OK$\|skipped" "$OUT/examples.log" | grep -v "^cudarc_interop:"
+  grep -hs "^cudarc_interop:" "$OUT/examples.log"
+  echo "kernel cache: $(find "$ACCEL_GRAPH_KERNEL_CACHE" -name '*.cubin' -o -name '*.ptx' \
+    2>/dev/null | wc -l) binaries"
   echo "failed steps: ${FAILED[*]:-none}"
 } | tee -a "$OUT/summary.txt"
 [[ ${#FAILED[@]} -eq 0 ]]

@@ -48,8 +48,11 @@ export ACCEL_GRAPH_CONFORMANCE_REPETITIONS=${ACCEL_GRAPH_CONFORMANCE_REPETITIONS
 export ACCEL_GRAPH_CONFORMANCE_LIFETIMES=${ACCEL_GRAPH_CONFORMANCE_LIFETIMES:-10000}
 export ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES=${ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES:-1000}
 export ACCEL_GRAPH_TORCH_REPLAYS=${ACCEL_GRAPH_TORCH_REPLAYS:-1000}
+# A fresh kernel cache shared by the binaries: the first compiles the built-in kernels (and
+# writes cubins), the next ones load them from disk.
+export ACCEL_GRAPH_KERNEL_CACHE="$shim_dir/kernel-cache"
 status=0
-for name in unavailable conformance; do
+for name in unavailable interop conformance; do
     exe="$bundle/bin/$name"
     [ -x "$exe" ] || { echo "missing $exe" | tee -a "$out/$name.txt"; status=1; continue; }
     echo "== $name (LD_LIBRARY_PATH=$shim_dir)" | tee "$out/$name.txt"
@@ -59,4 +62,8 @@ for name in unavailable conformance; do
     echo "== $name exit status $rc" | tee -a "$out/$name.txt"
     [ "$rc" = 0 ] || status=1
 done
+{
+    echo "== kernel cache ($ACCEL_GRAPH_KERNEL_CACHE) after the runs"
+    ls -la "$ACCEL_GRAPH_KERNEL_CACHE" 2>&1
+} | tee "$out/kernel-cache.txt"
 exit $status

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the multi-rank binaries staged by scripts/device/bundle-multi.sh on a machine with N
-# GPUs (N from nvidia-smi, or GPUS=N): the collective cases (conformance §16) with ranks as
+# GPUs (N from nvidia-smi, or GPUS=N): the collective cases (conformance §17) with ranks as
 # threads (worlds of 1, 2, 4, 8; those larger than N are skipped with the reason) and with
 # ranks as processes (N processes, one per GPU, meeting in a fresh directory as torchrun's
 # environment describes them), then the 64-all-reduce benchmark launched three ways — threads,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the wgpu backend's conformance suite, its own semantics tests and the replay benchmark
-# on a GPU machine's Vulkan driver (built beforehand by scripts/device/bundle-wgpu.sh).
+# Runs the wgpu backend's conformance suite, its own semantics and interop tests, the
+# user-pipeline example and the replay benchmark on a GPU machine's Vulkan driver (built
+# beforehand by scripts/device/bundle-wgpu.sh).
 # Needs the Vulkan loader and glvnd (the NVIDIA ICD, libGLX_nvidia, loads libGLdispatch):
 # .gl/ holds Debian's libvulkan1 and libglvnd .debs, unpacked here.
 # Logs go to $OUT (or ./wgpu-device-logs).
@@ -28,6 +29,10 @@ echo "== conformance"
 time timeout 420 "$bundle/conformance" 2>&1 | tee "$out/conformance.txt" || status=1
 echo "== semantics"
 "$bundle/semantics" 2>&1 | tee "$out/semantics.txt" || status=1
+echo "== interop (from_device, user pipelines in graphs)"
+"$bundle/interop" 2>&1 | tee "$out/interop.txt" || status=1
+echo "== wgpu_user_pipeline example"
+"$bundle/wgpu_user_pipeline" 2>&1 | tee "$out/wgpu_user_pipeline.txt" || status=1
 echo "== bench (1000 ops on 1024, 65536 and 1048576 elements)"
 {
     "$bundle/wgpu_replay_vs_eager" 1000 1024 30 &&

@@ -8,8 +8,21 @@
 //! smaller graphs reuse its memory.
 //!
 //! Shapes here are lengths: input `i` of a batch of `n` rows has `n * widths[i]` elements.
-//! Every such size is computed with checked arithmetic: a size that overflows is an error,
-//! never a wrapped length.
+//! Every such size is computed with checked arithmetic: a size that overflows is
+//! [`GraphError::OutOfMemory`] (as `alloc` answers a byte size that overflows), never a
+//! wrapped length.
+//!
+//! ## Shared executables
+//!
+//! With [`BucketedCacheOptions::share_executables`] (on backends that update graphs), buckets
+//! whose graphs have the same topology share one executable, as SGLang deduplicates its
+//! captures: each bucket is captured (cheap) but only the first of a topology is instantiated
+//! (expensive); running another bucket of that topology switches the shared executable to the
+//! bucket's parameters with an update ([`Backend::update_graph`]) and replays it. Whether two
+//! buckets share is decided by the update itself (same nodes, kinds, edges, kernel functions,
+//! memset and memcpy sizes — kernel grids may differ), so results are those of separate
+//! executables, bit for bit. A run that switches pays one update; runs of one bucket in a row
+//! pay nothing.
 #![deny(clippy::arithmetic_side_effects)]
 
 use std::collections::BTreeMap;
@@ -20,6 +33,19 @@ use accel_graph_api::{
 };
 
 use crate::{callable::Callable, capture_sizes::CaptureSizes, outputs::Outputs};
+
+/// Where a pre-capture ([`BucketedGraphCache::capture_all_with_progress`]) stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaptureProgress {
+    /// The bucket just captured (or found captured).
+    pub bucket: usize,
+    /// Buckets done so far, this one included.
+    pub done: usize,
+    /// Buckets in all.
+    pub total: usize,
+    /// Time since the pre-capture began.
+    pub elapsed: std::time::Duration,
+}
 
 /// How a [`BucketedGraphCache`] captures and pads.
 ///
@@ -38,6 +64,13 @@ pub struct BucketedCacheOptions {
     pub pool: Option<PoolId>,
     /// Capture error mode of the graphs.
     pub capture_error_mode: CaptureErrorMode,
+    /// Buckets with the same topology share one executable, switched between buckets by an
+    /// update (see the module documentation). Ignored where `capabilities().graph_update` is
+    /// false.
+    pub share_executables: bool,
+    /// Capture every bucket when the cache is made ([`BucketedGraphCache::capture_all`]),
+    /// rather than each on its first run.
+    pub precapture: bool,
 }
 
 impl Default for BucketedCacheOptions {
@@ -47,6 +80,8 @@ impl Default for BucketedCacheOptions {
             pad_value: 0.0,
             pool: None,
             capture_error_mode: CaptureErrorMode::Default,
+            share_executables: false,
+            precapture: false,
         }
     }
 }
@@ -80,6 +115,18 @@ impl BucketedCacheOptions {
         self.capture_error_mode = mode;
         self
     }
+
+    /// Shares one executable among buckets of the same topology.
+    pub fn share_executables(mut self, share: bool) -> Self {
+        self.share_executables = share;
+        self
+    }
+
+    /// Captures every bucket when the cache is made.
+    pub fn precapture(mut self, precapture: bool) -> Self {
+        self.precapture = precapture;
+        self
+    }
 }
 
 /// Counters of a [`BucketedGraphCache`].
@@ -100,19 +147,26 @@ pub struct BucketedCacheStats {
     pub padded_elements: u64,
     /// Runs larger than the largest bucket, run eagerly.
     pub eager_fallbacks: u64,
+    /// Executables instantiated (one per bucket; with shared executables, one per topology).
+    pub instantiations: u64,
+    /// Switches of a shared executable to another bucket's parameters (updates).
+    pub updates: u64,
 }
 
 impl std::fmt::Display for BucketedCacheStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "runs {}, hits {}, captures {}, padded runs {} ({} padding elements), eager fallbacks {}",
+            "runs {}, hits {}, captures {}, padded runs {} ({} padding elements), eager fallbacks \
+             {}, instantiations {}, updates {}",
             self.runs,
             self.hits,
             self.captures,
             self.pads,
             self.padded_elements,
-            self.eager_fallbacks
+            self.eager_fallbacks,
+            self.instantiations,
+            self.updates
         )
     }
 }
@@ -120,9 +174,22 @@ impl std::fmt::Display for BucketedCacheStats {
 /// The graph of one bucket with its static buffers.
 #[derive(Debug)]
 struct BucketGraph<B: Backend> {
+    /// Its own executable; or, with shared executables, the captured (never instantiated)
+    /// source of its parameters.
     graph: B::Graph,
     inputs: Vec<B::Buffer<f32>>,
     outputs: Vec<B::Buffer<f32>>,
+    /// The shared executable it runs on, if any (an index into the cache's groups).
+    group: Option<usize>,
+}
+
+/// One executable shared by the buckets of one topology.
+#[derive(Debug)]
+struct SharedExecutable<B: Backend> {
+    /// A graph of the topology, instantiated once and updated to the bucket it runs.
+    executable: B::Graph,
+    /// The bucket whose parameters it holds now.
+    current: Option<usize>,
 }
 
 /// The result of one [`BucketedGraphCache`] run: outputs of the bucket's graph (with padding
@@ -218,6 +285,7 @@ pub struct BucketedGraphCache<B: Backend, C> {
     capture_stream: B::Stream,
     warmup_stream: B::Stream,
     graphs: BTreeMap<usize, BucketGraph<B>>,
+    shared: Vec<SharedExecutable<B>>,
     stats: BucketedCacheStats,
     /// Host staging for padded inputs, kept to avoid an allocation per run.
     staging: Vec<f32>,
@@ -232,6 +300,7 @@ impl<B: Backend, C> std::fmt::Debug for BucketedGraphCache<B, C> {
             .field("options", &self.options)
             .field("pool", &self.pool)
             .field("graphs", &self.graphs)
+            .field("shared_executables", &self.shared.len())
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
@@ -239,7 +308,8 @@ impl<B: Backend, C> std::fmt::Debug for BucketedGraphCache<B, C> {
 
 impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
     /// A cache for `callable` over the buckets `sizes`; input `i` has `widths[i]` elements per
-    /// row. Nothing is captured yet (see [`BucketedGraphCache::capture_all`]).
+    /// row. Nothing is captured yet (see [`BucketedGraphCache::capture_all`]) unless
+    /// [`BucketedCacheOptions::precapture`] is set.
     ///
     /// Errors with [`GraphError::ArgumentMismatch`] when `widths` is empty or holds a 0.
     pub fn new(
@@ -255,7 +325,7 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
                  got widths {widths:?}"
             )));
         }
-        Ok(BucketedGraphCache {
+        let mut cache = BucketedGraphCache {
             backend: backend.clone(),
             callable,
             sizes,
@@ -265,17 +335,64 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             capture_stream: backend.new_stream()?,
             warmup_stream: backend.new_stream()?,
             graphs: BTreeMap::new(),
+            shared: Vec::new(),
             stats: BucketedCacheStats::default(),
             staging: Vec::new(),
-        })
+        };
+        if options.precapture {
+            cache.capture_all()?;
+        }
+        Ok(cache)
+    }
+
+    /// Whether buckets of one topology share an executable here.
+    fn sharing(&self) -> bool {
+        self.options.share_executables && self.backend.capabilities().graph_update
     }
 
     /// Captures every bucket not captured yet, largest first; returns how many were captured.
     pub fn capture_all(&mut self) -> Result<usize> {
+        self.capture_all_with_progress(|_| {})
+    }
+
+    /// [`BucketedGraphCache::capture_all`], calling `progress` after each bucket (captured now
+    /// or before): what a server shows while it pre-captures dozens of graphs before its first
+    /// request (a progress bar, a log line).
+    ///
+    /// ```
+    /// use accel_graph_api::{Backend, DeviceBuffer, PortableOps};
+    /// use accel_graph_utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes};
+    /// let backend = accel_graph_mock::MockBackend::new();
+    /// let double = |b: &accel_graph_mock::MockBackend, x: &[&accel_graph_mock::MockBuffer]| {
+    ///     let out = b.alloc(x[0].len())?;
+    ///     b.copy(&out, x[0])?;
+    ///     b.scale(&out, 2.0)?;
+    ///     Ok(vec![out])
+    /// };
+    /// let sizes = CaptureSizes::new([1, 2, 4])?;
+    /// let mut cache = BucketedGraphCache::new(&backend, double, sizes, vec![8], BucketedCacheOptions::new())?;
+    /// let mut seen = Vec::new();
+    /// cache.capture_all_with_progress(|p| seen.push((p.bucket, p.done, p.total)))?;
+    /// assert_eq!(seen, vec![(4, 1, 3), (2, 2, 3), (1, 3, 3)]);
+    /// # Ok::<(), accel_graph_api::GraphError>(())
+    /// ```
+    pub fn capture_all_with_progress(
+        &mut self,
+        mut progress: impl FnMut(CaptureProgress),
+    ) -> Result<usize> {
         let mut captured = 0usize;
         let sizes = self.sizes.clone();
-        for &size in sizes.as_slice().iter().rev() {
+        let total = sizes.len();
+        let start = std::time::Instant::now();
+        for (done, &size) in sizes.as_slice().iter().rev().enumerate() {
+            let _span = tracing::info_span!("precapture", bucket = size, of = total).entered();
             captured = captured.saturating_add(usize::from(self.ensure_captured(size)?));
+            progress(CaptureProgress {
+                bucket: size,
+                done: done.saturating_add(1),
+                total,
+                elapsed: start.elapsed(),
+            });
         }
         Ok(captured)
     }
@@ -397,10 +514,12 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             } else {
                 self.staging.clear();
                 self.staging.extend_from_slice(data);
-                self.staging
-                    .resize(elements(bucket, width)?, self.options.pad_value);
+                self.staging.resize(
+                    elements(&self.backend, bucket, width)?,
+                    self.options.pad_value,
+                );
                 self.backend.upload(dst, &self.staging)?;
-                let padding = elements(bucket.saturating_sub(batch), width)?;
+                let padding = elements(&self.backend, bucket.saturating_sub(batch), width)?;
                 self.stats.padded_elements =
                     self.stats.padded_elements.saturating_add(padding as u64);
             }
@@ -418,7 +537,21 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             .ok_or(GraphError::NotCaptured {
                 operation: "replay",
             })?;
-        entry.graph.replay()?;
+        match entry.group.and_then(|g| self.shared.get_mut(g)) {
+            Some(shared) => {
+                if shared.current != Some(bucket) {
+                    // Forget the bucket first: if the update fails, the executable is left as
+                    // it was, but the next run must not take it for this bucket's.
+                    shared.current = None;
+                    self.backend
+                        .update_graph(&mut shared.executable, &entry.graph)?;
+                    shared.current = Some(bucket);
+                    self.stats.updates = self.stats.updates.saturating_add(1);
+                }
+                shared.executable.replay()?;
+            }
+            None => entry.graph.replay()?,
+        }
         self.stats.runs = self.stats.runs.saturating_add(1);
         if !fresh {
             self.stats.hits = self.stats.hits.saturating_add(1);
@@ -441,32 +574,57 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             .widths
             .iter()
             .map(|&width| {
-                let buffer = backend.alloc(elements(bucket, width)?)?;
+                let buffer = backend.alloc(elements(backend, bucket, width)?)?;
                 backend.fill(&buffer, self.options.pad_value)?;
                 Ok(buffer)
             })
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<&B::Buffer<f32>> = inputs.iter().collect();
 
-        backend.synchronize()?;
+        // Ordered by events rather than device-wide synchronizes (which vLLM uses): the
+        // warm-up follows the inputs' fill, the capture follows the warm-up, and nothing here
+        // waits for the whole device — so caches on other threads can capture meanwhile (a
+        // device-wide synchronize conflicts with every capture in progress).
+        let filled = backend.new_event()?;
+        backend.record_event(&filled)?;
+        let warmed = backend.new_event()?;
         {
             let _current = backend.use_stream(&self.warmup_stream)?;
+            backend.wait_event(&filled)?;
             for _ in 0..self.options.warmup_iters {
                 drop(self.callable.call(backend, &refs)?);
             }
+            backend.record_event(&warmed)?;
         }
-        backend.synchronize()?;
+        {
+            let _current = backend.use_stream(&self.capture_stream)?;
+            backend.wait_event(&warmed)?;
+        }
+        // Later work on the current stream (the next batch's upload into these inputs) comes
+        // after the warm-up's reads of them.
+        backend.wait_event(&warmed)?;
 
+        let sharing = self.sharing();
         let options = GraphOptions::new()
             .pool(self.pool)
-            .capture_error_mode(self.options.capture_error_mode);
+            .capture_error_mode(self.options.capture_error_mode)
+            // A bucket sharing an executable is the source of its parameters: never
+            // instantiated itself.
+            .keep_graph(sharing);
         let mut graph = backend.graph(options)?;
-        let callable = &mut self.callable;
         let outputs = {
+            let callable = &mut self.callable;
             let _current = backend.use_stream(&self.capture_stream)?;
             graph.capture(|| callable.call(backend, &refs))?
         };
         check_rows(&outputs, bucket)?;
+        self.stats.captures = self.stats.captures.saturating_add(1);
+        let group = if sharing {
+            Some(self.join_group(bucket, &graph, &refs, options)?)
+        } else {
+            self.stats.instantiations = self.stats.instantiations.saturating_add(1);
+            None
+        };
         drop(refs);
         self.graphs.insert(
             bucket,
@@ -474,10 +632,52 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
                 graph,
                 inputs,
                 outputs,
+                group,
             },
         );
-        self.stats.captures = self.stats.captures.saturating_add(1);
         Ok(true)
+    }
+
+    /// The shared executable `graph` (bucket `bucket`'s, just captured) runs on: the first
+    /// whose topology it has (the update to it succeeds), or a new one instantiated for it.
+    fn join_group(
+        &mut self,
+        bucket: usize,
+        graph: &B::Graph,
+        inputs: &[&B::Buffer<f32>],
+        options: GraphOptions,
+    ) -> Result<usize> {
+        for (index, shared) in self.shared.iter_mut().enumerate() {
+            // A refused update leaves the executable as it was (still the bucket it held).
+            match self.backend.update_graph(&mut shared.executable, graph) {
+                Ok(()) => {
+                    shared.current = Some(bucket);
+                    self.stats.updates = self.stats.updates.saturating_add(1);
+                    return Ok(index);
+                }
+                // Another topology: try the next executable.
+                Err(GraphError::UpdateRefused { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // A topology of its own: capture it once more, as the executable of the topology
+        // (the bucket's own graph stays the untouched source of its parameters), take the
+        // bucket's parameters (its buffers: the second capture's are let go) and instantiate.
+        let mut executable = self.backend.graph(options)?;
+        {
+            let callable = &mut self.callable;
+            let backend = &self.backend;
+            let _current = backend.use_stream(&self.capture_stream)?;
+            drop(executable.capture(|| callable.call(backend, inputs))?);
+        }
+        self.backend.update_graph(&mut executable, graph)?;
+        executable.instantiate()?;
+        self.stats.instantiations = self.stats.instantiations.saturating_add(1);
+        self.shared.push(SharedExecutable {
+            executable,
+            current: Some(bucket),
+        });
+        Ok(self.shared.len().saturating_sub(1))
     }
 
     /// Counters of runs, hits, captures, padding and eager fallbacks.
@@ -506,24 +706,34 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
         self.graphs.get(&bucket).map(|g| g.inputs.as_slice())
     }
 
-    /// The graph of `bucket`, if captured.
+    /// The graph of `bucket`, if captured (with shared executables: the captured source of
+    /// its parameters, which is not instantiated).
     pub fn graph(&self, bucket: usize) -> Option<&B::Graph> {
         self.graphs.get(&bucket).map(|g| &g.graph)
     }
 
+    /// Executables the cache holds: one per captured bucket, or with shared executables one
+    /// per topology.
+    pub fn executables(&self) -> usize {
+        if self.sharing() {
+            self.shared.len()
+        } else {
+            self.graphs.len()
+        }
+    }
+
     /// Drops every graph and its buffers (the statistics stay).
     pub fn reset(&mut self) {
+        self.shared.clear();
         self.graphs.clear();
     }
 }
 
-/// Elements of `rows` rows of `width`, checked.
-fn elements(rows: usize, width: usize) -> Result<usize> {
-    rows.checked_mul(width).ok_or_else(|| {
-        GraphError::ArgumentMismatch(format!(
-            "bucketed graph cache: {rows} rows of {width} elements overflow the address space"
-        ))
-    })
+/// Elements of `rows` rows of `width`, checked: a count that overflows is memory no device
+/// holds, `OutOfMemory` as for an `alloc` whose byte size overflows.
+fn elements<B: Backend>(backend: &B, rows: usize, width: usize) -> Result<usize> {
+    rows.checked_mul(width)
+        .ok_or_else(|| GraphError::size_overflow(backend.kind().name()))
 }
 
 /// Outputs must be whole rows of `rows`, so padding rows can be cut off.

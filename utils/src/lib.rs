@@ -53,7 +53,9 @@ mod signature;
 mod stage;
 mod static_buffer_loader;
 
-pub use bucketed::{BucketRun, BucketedCacheOptions, BucketedCacheStats, BucketedGraphCache};
+pub use bucketed::{
+    BucketRun, BucketedCacheOptions, BucketedCacheStats, BucketedGraphCache, CaptureProgress,
+};
 pub use callable::{Callable, Modal, ModuleMode};
 pub use capture_barrier::CaptureBarrier;
 pub use capture_sizes::CaptureSizes;

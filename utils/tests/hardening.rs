@@ -96,6 +96,38 @@ fn run_device_refuses_a_foreign_buffer_at_the_static_address() -> Result<()> {
     Ok(())
 }
 
+/// A bucket whose rows overflow the address space is `OutOfMemory` — as `alloc` answers a
+/// byte size that overflows, and as `GraphError::OutOfMemory` documents — not an argument
+/// error; nothing is captured or kept, and the cache still serves its other buckets.
+#[test]
+fn a_bucket_whose_size_overflows_is_out_of_memory() -> Result<()> {
+    let b = MockBackend::new();
+    let before = b.memory_stats();
+    let huge = usize::MAX / 2;
+    let options = BucketedCacheOptions::new().warmup_iters(0);
+    let mut cache =
+        BucketedGraphCache::new(&b, double, CaptureSizes::new([4, huge])?, vec![4], options)?;
+    let refused = cache.capture_all();
+    assert!(
+        matches!(
+            refused,
+            Err(GraphError::OutOfMemory {
+                backend: "mock",
+                requested_bytes: usize::MAX
+            })
+        ),
+        "{refused:?}"
+    );
+    assert!(cache.graph(huge).is_none());
+    let batch = [1.0; 16];
+    let run = cache.run(&[&batch])?;
+    assert_eq!(run.bucket(), Some(4));
+    drop(run);
+    drop(cache);
+    assert_eq!(b.memory_stats(), before);
+    Ok(())
+}
+
 /// A first load that fails registers nothing and keeps no memory, whether it fails half-way
 /// through allocating the static buffers (an injected allocation fault) or after allocating
 /// them (an input of another instance cannot be copied); the next load allocates afresh and

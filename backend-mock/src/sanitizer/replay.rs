@@ -46,7 +46,9 @@ impl ReplayAccesses {
                 | MockCommand::Host(_)
                 | MockCommand::Kernel(_)
                 | MockCommand::Gemm(_)
-                | MockCommand::Collective(_) => {}
+                | MockCommand::Collective(_)
+                | MockCommand::Child(_)
+                | MockCommand::Conditional(_) => {}
             }
             let Some(work) = Work::of(command) else {
                 continue;

@@ -71,6 +71,9 @@ pub(crate) enum Call {
     IsCapturing,
     /// `capture_end()`, with the capturing stream current there (so only the thread differs).
     CaptureEnd,
+    /// `capture_end()` with that thread's own current stream (another thread's default
+    /// stream): the thread and the stream differ.
+    CaptureEndElsewhere,
 }
 
 /// What the call must do.
@@ -83,6 +86,8 @@ pub(crate) enum Expect {
     Refused(CaptureConflict),
     /// (`capture_end` only) it fails with `WrongThread`, and the capture goes on.
     WrongThread,
+    /// (`capture_end` only) it fails with `CaptureStreamMismatch`, and the capture goes on.
+    StreamMismatch,
 }
 
 /// One row of a capture-mode table.
@@ -120,7 +125,9 @@ pub(crate) fn rows<B: Backend, const N: usize>(
 /// * `is_capturing` is always legal;
 /// * any other unsafe call is refused on the capturing thread unless the mode is relaxed, and
 ///   on other threads only in global mode;
-/// * `capture_end` from another thread is `WrongThread` unless the mode is relaxed.
+/// * `capture_end` from another thread is `WrongThread` unless the mode is relaxed, whatever
+///   stream is current there (the thread is checked first); in relaxed mode, with another
+///   stream current there, it is `CaptureStreamMismatch`.
 pub(crate) fn expected(mode: CaptureErrorMode, place: Place, call: Call) -> Expect {
     let mode = mode.resolved();
     match call {
@@ -129,6 +136,8 @@ pub(crate) fn expected(mode: CaptureErrorMode, place: Place, call: Call) -> Expe
         IsCapturing => Allowed,
         CaptureEnd if place.other_thread() && mode != CaptureErrorMode::Relaxed => WrongThread,
         CaptureEnd => Allowed,
+        CaptureEndElsewhere if mode != CaptureErrorMode::Relaxed => WrongThread,
+        CaptureEndElsewhere => StreamMismatch,
         _ if !place.other_thread() && mode != CaptureErrorMode::Relaxed => Refused(CapturingThread),
         _ if place.other_thread() && mode == CaptureErrorMode::Global => Refused(OtherThread),
         _ => Allowed,
@@ -173,8 +182,8 @@ pub(crate) fn every_unsafe_call<B: Backend>(t: &Target<B>) -> CaseResult {
 ///   capture is invalidated — further work on it and `capture_end` fail with
 ///   `CaptureInvalidated`, the graph is empty, nothing captures, nothing ran — and the graph
 ///   captures again after `reset()`;
-/// * `WrongThread`: the capture goes on (still capturing, work issued now is captured) and ends
-///   on its own thread: one replay gives x = 2.
+/// * `WrongThread`, `StreamMismatch`: that error, and the capture goes on (still capturing,
+///   work issued now is captured) and ends on its own thread: one replay gives x = 2.
 pub(crate) fn check_row<B: Backend>(t: &Target<B>, r: Row) -> CaseResult {
     check_row_inner(t, r).map_err(|e| {
         format!(
@@ -209,9 +218,12 @@ fn check_row_inner<B: Backend>(t: &Target<B>, r: Row) -> CaseResult {
     g.capture_begin().ctx("capture_begin")?;
     b.add_scalar(&x, 1.0).ctx("add_scalar during capture")?;
 
-    let outcome = if r.call == CaptureEnd {
+    let outcome = if matches!(r.call, CaptureEnd | CaptureEndElsewhere) {
         let ended = on_other_thread("capture_end", || {
-            let _there = b.use_stream(&stream)?;
+            let _there = match r.call {
+                CaptureEnd => Some(b.use_stream(&stream)?),
+                _ => None,
+            };
             g.capture_end()
         });
         match ended {
@@ -244,14 +256,24 @@ fn check_row_inner<B: Backend>(t: &Target<B>, r: Row) -> CaseResult {
             g.replay().ctx("replay")?;
             expect_all(b, &x, 1.0, "one replay of x += 1")
         }
-        WrongThread => {
-            expect_err!(outcome, GraphError::WrongThread, "capture_end");
-            expect_state(&g, GraphState::Capturing, "after WrongThread")?;
-            expect_capturing(b, &stream, true, "after WrongThread")?;
+        WrongThread | StreamMismatch => {
+            let refused = match r.expect {
+                WrongThread => matches!(outcome, Err(GraphError::WrongThread)),
+                _ => matches!(outcome, Err(GraphError::CaptureStreamMismatch)),
+            };
+            if !refused {
+                g.reset();
+                return Err(format!(
+                    "capture_end: expected {:?}, got {outcome:?}",
+                    r.expect
+                ));
+            }
+            expect_state(&g, GraphState::Capturing, "after the refused capture_end")?;
+            expect_capturing(b, &stream, true, "after the refused capture_end")?;
             b.add_scalar(&x, 1.0)
-                .ctx("add_scalar after WrongThread (the capture goes on)")?;
+                .ctx("add_scalar after the refused capture_end (the capture goes on)")?;
             g.capture_end()
-                .ctx("capture_end on the capturing thread after WrongThread")?;
+                .ctx("capture_end on the capturing thread after the refused one")?;
             drop(current);
             replay_on(b, &stream, &mut g)?;
             expect_all(b, &x, 2.0, "one replay of the two adds captured")
@@ -351,7 +373,9 @@ impl<B: Backend> Props<B> {
                         ));
                     }
                 },
-                CaptureEnd => unreachable!("capture_end is made by the runner"),
+                CaptureEnd | CaptureEndElsewhere => {
+                    unreachable!("capture_end is made by the runner")
+                }
             })
         };
         if other_thread {

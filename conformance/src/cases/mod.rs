@@ -9,6 +9,7 @@ mod capture;
 mod capture_modes;
 mod debug;
 mod differential;
+mod editing;
 mod gemm;
 mod hardening;
 mod kernels;
@@ -20,6 +21,7 @@ mod ops;
 mod panic_safety;
 mod pools;
 mod state_machine;
+mod stream_order;
 mod torch_parity;
 mod typed;
 mod utilities;
@@ -31,9 +33,9 @@ use accel_graph_api::{
 
 use self::{
     capture_modes::{
-        AnotherInstance, AnotherInstanceAndThread, AnotherThread, CaptureEnd, CapturingThread,
-        EveryMode,
-        Expect::{Allowed, Refused, WrongThread},
+        AnotherInstance, AnotherInstanceAndThread, AnotherThread, CaptureEnd, CaptureEndElsewhere,
+        CapturingThread, EveryMode,
+        Expect::{Allowed, Refused, StreamMismatch, WrongThread},
         IsCapturing, OtherThread, PlainAlloc, SameThread, SyncCapturingStream, Synchronize, row,
         rows,
     },
@@ -482,6 +484,18 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
             modes,
             capture_modes::every_unsafe_call,
         ),
+        Case::new(
+            "5.06u capture_end from another thread with its own stream current: WrongThread \
+             (relaxed: CaptureStreamMismatch), the capture goes on",
+            MODES,
+            modes,
+            rows([
+                row(Global, AnotherThread, CaptureEndElsewhere, WrongThread),
+                row(ThreadLocal, AnotherThread, CaptureEndElsewhere, WrongThread),
+                row(Default, AnotherThread, CaptureEndElsewhere, WrongThread),
+                row(Relaxed, AnotherThread, CaptureEndElsewhere, StreamMismatch),
+            ]),
+        ),
         // 5.07 multi-stream capture.
         Case::new(
             "5.07a fork/join: work on a second stream joins the capture",
@@ -720,11 +734,15 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
     .chain(hardening::cases())
     // 11: PyTorch parity.
     .chain(torch_parity::cases())
+    // 12: stream order and capture membership.
+    .chain(stream_order::cases())
     // 13: typed buffers and views.
     .chain(typed::cases())
     // 14: user kernels.
     .chain(kernels::cases())
     // 15: GEMM.
     .chain(gemm::cases())
+    // 16: graph editing.
+    .chain(editing::cases())
     .collect()
 }

@@ -1,4 +1,4 @@
-//! The bodies of the §16 cases: each runs on every rank (rank `ctx.rank` of
+//! The bodies of the §17 cases: each runs on every rank (rank `ctx.rank` of
 //! `ctx.world_size`). Data are small integers, so every sum is exact whatever order a device
 //! reduces in, and results are compared bit for bit with what the case computes on the host.
 
@@ -28,61 +28,61 @@ const FAST: Duration = Duration::from_secs(5);
 /// The timeout of the cases that wait for a rank on purpose.
 const SHORT: Duration = Duration::from_secs(1);
 
-/// The cases of §16, in running order.
+/// The cases of §17, in running order.
 pub(super) fn cases<B: Backend>() -> Vec<CollectiveCase<B>> {
     Vec::from([
         CollectiveCase::new(
-            "16.01 all_reduce eager: sum, prod, max, min of f32; sum of bf16 and i32; on views",
+            "17.01 all_reduce eager: sum, prod, max, min of f32; sum of bf16 and i32; on views",
             1,
             all_reduce_eager,
         ),
         CollectiveCase::new(
-            "16.02 all_gather, reduce_scatter (in place too) and broadcast from every root, eager",
+            "17.02 all_gather, reduce_scatter (in place too) and broadcast from every root, eager",
             1,
             each_collective_eager,
         ),
         CollectiveCase::new(
-            "16.03 captured collectives do not run; replays equal eager runs and the host, exactly",
+            "17.03 captured collectives do not run; replays equal eager runs and the host, exactly",
             1,
             captured_equals_eager,
         ),
         CollectiveCase::new(
-            "16.04 a graph keeps its collectives' buffers and communicator alive",
+            "17.04 a graph keeps its collectives' buffers and communicator alive",
             1,
             captured_keep_alive,
         ),
         CollectiveCase::new(
-            "16.05 captures of different collective sequences fail fast with CollectiveMismatch",
+            "17.05 captures of different collective sequences fail fast with CollectiveMismatch",
             2,
             mismatched_captures,
         ),
         CollectiveCase::new(
-            "16.06 after a mismatched capture the communicator works, eager and captured",
+            "17.06 after a mismatched capture the communicator works, eager and captured",
             2,
             usable_after_mismatch,
         ),
         CollectiveCase::new(
-            "16.07 a rank that never joins: CommTimeout naming it",
+            "17.07 a rank that never joins: CommTimeout naming it",
             1,
             rank_never_joins,
         ),
         CollectiveCase::new(
-            "16.08 a rank that never issues its collective: CommTimeout, then CommUnusable",
+            "17.08 a rank that never issues its collective: CommTimeout, then CommUnusable",
             2,
             rank_never_issues,
         ),
         CollectiveCase::new(
-            "16.09 a capture discarded on one rank fails the others' fast",
+            "17.09 a capture discarded on one rank fails the others' fast",
             2,
             capture_discarded_on_one_rank,
         ),
         CollectiveCase::new(
-            "16.10 misuse is a typed error before any rank is disturbed",
+            "17.10 misuse is a typed error before any rank is disturbed",
             1,
             misuse,
         ),
         CollectiveCase::new(
-            "16.11 full-iteration wrapper and graphed callables across ranks equal eager",
+            "17.11 full-iteration wrapper and graphed callables across ranks equal eager",
             1,
             utilities_across_ranks,
         ),

@@ -1,4 +1,4 @@
-//! §16: collectives across ranks — the cases run with several ranks at once, one backend
+//! §17: collectives across ranks — the cases run with several ranks at once, one backend
 //! instance (one device) per rank, and this crate's harness for them.
 //!
 //! A [`CollectiveCase`]'s body runs once per rank, on that rank's thread (ranks as threads of
@@ -116,9 +116,9 @@ impl<B: Backend> RankCtx<B> {
 /// The body of a collective case, run on each rank.
 type Body<B> = Arc<dyn Fn(&RankCtx<B>) -> CaseResult + Send + Sync>;
 
-/// One case of §16.
+/// One case of §17.
 pub struct CollectiveCase<B: Backend> {
-    /// Stable, unique name, starting with its rule's number (`"16.05 ..."`).
+    /// Stable, unique name, starting with its rule's number (`"17.05 ..."`).
     pub name: &'static str,
     /// The fewest ranks the case needs (a mismatch needs two).
     pub min_ranks: usize,
@@ -169,7 +169,7 @@ impl<B: Backend> CollectiveCase<B> {
     }
 }
 
-/// The cases of §16, in running order.
+/// The cases of §17, in running order.
 ///
 /// ```
 /// let cases = accel_graph_conformance::collective_cases::<accel_graph_mock::MockBackend>();
@@ -289,7 +289,7 @@ pub fn run_collective_case<B: Backend>(
     }
 }
 
-/// The §16 cases as libtest trials, one per case and world size (`"16.01 ... [2 ranks]"`),
+/// The §17 cases as libtest trials, one per case and world size (`"17.01 ... [2 ranks]"`),
 /// ranks as threads on the instances `factory` opens.
 pub fn collective_trials<B: Backend>(factory: RankFactory<B>, worlds: &[usize]) -> Vec<Trial> {
     let mut trials = Vec::new();
@@ -314,7 +314,7 @@ pub fn collective_trials<B: Backend>(factory: RankFactory<B>, worlds: &[usize]) 
     trials
 }
 
-/// Runs the §16 cases as a `harness = false` test binary (see [`crate::collectives_main!`]):
+/// Runs the §17 cases as a `harness = false` test binary (see [`crate::collectives_main!`]):
 /// cases one at a time, their ranks as threads.
 pub fn run_collective_trials<B: Backend>(
     factory: impl Fn(usize) -> Result<B, GraphError> + Send + Sync + 'static,
@@ -326,7 +326,7 @@ pub fn run_collective_trials<B: Backend>(
     libtest_mimic::run(&args, collective_trials(Arc::new(factory), worlds)).exit_code()
 }
 
-/// Expands to the `fn main()` of a `harness = false` test target running the §16 collective
+/// Expands to the `fn main()` of a `harness = false` test target running the §17 collective
 /// cases for each world size in `$worlds`, rank `r` on the instance `$factory(r)` opens (a
 /// closure `|rank| -> Result<B, GraphError>`: for GPUs, device `rank`).
 ///

@@ -13,6 +13,7 @@
 
 mod capture;
 mod collectives;
+mod editing;
 mod error;
 mod event;
 mod graph;
@@ -21,10 +22,11 @@ mod memory;
 mod ops;
 mod stream;
 
-use accel_graph_api::{BackendKind, Capabilities};
+use accel_graph_api::{BackendKind, Capabilities, backend_kit::stream_order::ReuseRule};
 
 pub use capture::DriverCapture;
 pub use collectives::{CommSpec, DriverCollectives, RawCollective};
+pub use editing::{CapturePoint, DriverEditing};
 pub use error::{DriverError, DriverResult};
 pub use event::DriverEvents;
 pub use graph::DriverGraphs;
@@ -39,7 +41,7 @@ pub use stream::DriverStreams;
 /// Calls are made with the driver bound ([`Driver::bind`]) on the calling thread. Every
 /// associated handle type releases its object on drop.
 pub trait Driver:
-    DriverOps + DriverEvents + DriverGraphs + DriverKernels + DriverCollectives
+    DriverOps + DriverEvents + DriverGraphs + DriverKernels + DriverEditing + DriverCollectives
 {
     /// Which backend the driver is.
     const KIND: BackendKind;
@@ -64,5 +66,12 @@ pub trait Driver:
     fn on_alloc(&self, bytes: usize) -> DriverResult<()> {
         let _ = bytes;
         Ok(())
+    }
+
+    /// How the graph pools reuse free blocks across streams. Real drivers keep the default,
+    /// [`ReuseRule::StreamOrdered`]; anything else is a fault switch, which only a simulated
+    /// device offers, for tests of what a sanitizer or a suite catches without the rule.
+    fn pool_reuse_rule(&self) -> ReuseRule {
+        ReuseRule::StreamOrdered
     }
 }

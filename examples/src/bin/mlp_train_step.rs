@@ -53,6 +53,11 @@ struct Args {
     /// results into this directory, for the PyTorch comparison.
     #[arg(long)]
     dump: Option<PathBuf>,
+    /// Only compile (or load from the kernel cache) the model's kernels, print how long it
+    /// took (`kernel-prepare: ms=..`), and exit: run twice with a fresh
+    /// `ACCEL_GRAPH_KERNEL_CACHE` to see what the disk cache saves a second process.
+    #[arg(long)]
+    prepare_only: bool,
 }
 
 fn write_f32(path: &std::path::Path, data: &[f32]) -> std::io::Result<()> {
@@ -88,6 +93,15 @@ impl accel_graph::BackendJob for Job {
     fn run<B: Backend>(self, b: &B) -> Result<()> {
         let args = &self.0;
         println!("backend: {}", backend_label(b));
+        if args.prepare_only {
+            let start = Instant::now();
+            accel_graph_examples::mlp::prepare_kernels(b)?;
+            println!(
+                "kernel-prepare: ms={:.2}",
+                start.elapsed().as_secs_f64() * 1e3
+            );
+            return Ok(());
+        }
         let mut lines = Vec::new();
         if let Some(dir) = &args.dump {
             std::fs::create_dir_all(dir).map_err(|e| accel_graph::GraphError::io(dir, e))?;

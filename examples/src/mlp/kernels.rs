@@ -324,7 +324,8 @@ fn mlp_colsum(@builtin(global_invocation_id) id: vec3<u32>) {
         })
 });
 
-/// ReLU's gradient through its output: `da[i] = a[i] > 0 ? da[i] : 0`.
+/// ReLU's gradient through its output: `da[i] = a[i] > 0 ? da[i] : 0` (`a` is a ReLU's
+/// output, never NaN).
 pub(crate) static RELU_BACKWARD: LazyLock<Kernel> = LazyLock::new(|| {
     let n = Extent::AtLeastScalar {
         param: 2,
@@ -337,7 +338,7 @@ pub(crate) static RELU_BACKWARD: LazyLock<Kernel> = LazyLock::new(|| {
         .cuda(
             r#"extern "C" __global__ void mlp_relu_backward(float* da, const float* a, unsigned n) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n && !(a[i] > 0.0f)) da[i] = 0.0f;
+    if (i < n && a[i] <= 0.0f) da[i] = 0.0f;
 }"#,
         )
         .wgsl(
@@ -347,7 +348,7 @@ pub(crate) static RELU_BACKWARD: LazyLock<Kernel> = LazyLock::new(|| {
 @group(0) @binding(2) var<uniform> s: Scalars;
 @compute @workgroup_size(256)
 fn mlp_relu_backward(@builtin(global_invocation_id) id: vec3<u32>) {
-    if (id.x < s.n && !(a[id.x] > 0.0)) { da[id.x] = 0.0; }
+    if (id.x < s.n && a[id.x] <= 0.0) { da[id.x] = 0.0; }
 }"#,
         )
         .host(|args, _| {

@@ -106,6 +106,14 @@ impl MlpShape {
     }
 }
 
+/// Compiles (or loads from the kernel cache) every kernel of the model for `backend`, so that
+/// no capture compiles them.
+pub fn prepare_kernels<B: Backend>(backend: &B) -> Result<()> {
+    kernels::all()
+        .into_iter()
+        .try_for_each(|kernel| backend.prepare_kernel(kernel))
+}
+
 /// The model on backend `B`: its parameters, gradients and learning rate.
 #[derive(Debug)]
 pub struct Mlp<B: Backend> {
@@ -135,9 +143,7 @@ impl<B: Backend> Mlp<B> {
                 got: params.len(),
             });
         }
-        for kernel in kernels::all() {
-            backend.prepare_kernel(kernel)?;
-        }
+        prepare_kernels(backend)?;
         let grads = backend.alloc(layout.len)?;
         backend.fill(&grads, 0.0)?;
         Ok(Mlp {

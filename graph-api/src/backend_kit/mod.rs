@@ -6,6 +6,8 @@
 //! * [`GraphImpl`] and [`new_graph`]: the eight-method graph contract behind the front object
 //!   [`crate::Graph`], which owns PyTorch's state machine;
 //! * [`pools`]: graph memory pools with graph holds on pools and blocks;
+//! * [`stream_order`]: what is known of the order of work across streams, by which the pools
+//!   reuse blocks;
 //! * [`capture_rules`]: CUDA's capture-mode rules, for backends that check them themselves;
 //! * [`CurrentStream`]: the per-thread current stream of a backend instance;
 //! * [`EmulatedCudaError`], [`ErrorClass`]: CUDA's error codes and names for software
@@ -20,6 +22,7 @@ mod current_stream;
 mod emulated_cuda_error;
 mod graph_impl;
 pub mod pools;
+pub mod stream_order;
 
 pub use collectives::{CollectiveBackend, CollectiveCall, CommView, DeviceComm};
 pub use current_stream::CurrentStream;

@@ -10,6 +10,13 @@
 //!   pool's next allocation (by any graph capturing into the pool) may reuse it — never an
 //!   allocation outside the pool. It returns to the device only when no graph holds the pool
 //!   ([`PoolHold`]) and no graph's captured work uses the block ([`BlockHold`]).
+//! * A pool block is handed to an allocation on the stream it was freed on (ordered by that
+//!   stream), or on another stream only when the stream order proves every use of the block
+//!   ran before (see [`super::stream_order`]); among the blocks allowed, the smallest that
+//!   fits.
+//! * A block whose buffer was dropped while `record_stream`ed streams may still use it is
+//!   *pending* ([`MemoryPools::mark_pending`]): neither live nor free until the driver layer
+//!   frees it.
 //! * Pool ids are issued per instance ([`MemoryPools::issue_user_pool`],
 //!   [`MemoryPools::issue_private_pool`]); [`MemoryPools::check_issued`] refuses any other.
 //!
@@ -25,6 +32,7 @@ use std::{
     },
 };
 
+use super::stream_order::{FreePoint, ReuseRule, StreamClock, StreamOrder};
 use crate::{BlockInfo, BlockState, GraphError, MemoryStats, PoolId, PoolStats, Result};
 
 /// Pool blocks are rounded up to this many bytes (PyTorch's allocator uses 512 as well), so
@@ -88,8 +96,14 @@ struct Slot<B> {
     pool: Option<PoolId>,
     /// Handed out as a buffer.
     live: bool,
+    /// Its buffer was dropped, but `record_stream`ed streams may still use it.
+    pending: bool,
     /// Graphs whose captured work uses the block.
     graph_holds: usize,
+    /// The stream a pool block was last allocated on (`None` for a plain block).
+    stream: Option<Arc<StreamClock>>,
+    /// Where in stream order a pool block was freed (while it is pending or free).
+    freed_at: Option<FreePoint>,
 }
 
 #[derive(Default)]
@@ -134,9 +148,10 @@ static NEXT_NAMESPACE: AtomicU64 = AtomicU64::new(1);
 ///     fn address(&self, block: &u64) -> u64 { *block }
 /// }
 /// let pools = MemoryPools::new(Host);
+/// let stream = pools.order().new_stream();
 /// let pool = pools.issue_user_pool();
 /// let hold = MemoryPools::hold_pool(&pools, pool);
-/// let a = pools.alloc_in(pool, 1000)?;
+/// let a = pools.alloc_in(pool, 1000, &stream)?;
 /// let graph_use = pools.hold_block(a.id()); // a graph's captured work uses the block
 /// pools.free(a.id());                       // the buffer is dropped: back to the pool
 /// assert_eq!(pools.stats().reserved_bytes, 1024);
@@ -150,6 +165,7 @@ pub struct MemoryPools<A: RawAllocator> {
     raw: A,
     inner: Mutex<Inner<A::Block>>,
     namespace: u64,
+    order: StreamOrder,
 }
 
 fn inc(count: &mut usize) {
@@ -161,8 +177,14 @@ fn dec(count: &mut usize) {
 }
 
 impl<A: RawAllocator> MemoryPools<A> {
-    /// Pools over `raw`.
+    /// Pools over `raw`, reusing blocks in stream order ([`ReuseRule::StreamOrdered`]).
     pub fn new(raw: A) -> Arc<Self> {
+        Self::with_reuse_rule(raw, ReuseRule::StreamOrdered)
+    }
+
+    /// Pools over `raw` that reuse free blocks by `rule` (anything but the default is a fault
+    /// switch for tests).
+    pub fn with_reuse_rule(raw: A, rule: ReuseRule) -> Arc<Self> {
         let namespace = NEXT_NAMESPACE.fetch_add(1, Ordering::Relaxed) & ((1 << 24) - 1);
         Arc::new(MemoryPools {
             raw,
@@ -173,7 +195,14 @@ impl<A: RawAllocator> MemoryPools<A> {
                 next_pool: 1,
             }),
             namespace: namespace.max(1),
+            order: StreamOrder::new(rule),
         })
+    }
+
+    /// The stream order the pools reuse blocks by: streams get their clocks here, and the
+    /// driver layer reports records, waits and completions to it.
+    pub fn order(&self) -> &StreamOrder {
+        &self.order
     }
 
     /// The raw allocator.
@@ -235,21 +264,35 @@ impl<A: RawAllocator> MemoryPools<A> {
     /// A plain allocation straight from the device.
     pub fn alloc_plain(&self, bytes: usize) -> Result<Allocation<A::Block>> {
         let block = self.raw.allocate(bytes)?;
+        Ok(self.adopt_plain(block, bytes))
+    }
+
+    /// A plain allocation of `bytes` bytes over `block`, a block the raw allocator did not
+    /// allocate here but can release (memory handed over by another library): from now on it
+    /// follows the rules of a plain block, released to the raw allocator once no buffer and no
+    /// graph uses it.
+    pub fn adopt_plain(&self, block: A::Block, bytes: usize) -> Allocation<A::Block> {
         let address = self.raw.address(&block);
         let mut inner = self.lock();
-        let id = Self::insert(&mut inner, block.clone(), address, bytes, None);
-        Ok(Allocation {
+        let id = Self::insert(&mut inner, block.clone(), address, bytes, None, None);
+        Allocation {
             id,
             block,
             bytes,
             pool: None,
             address,
-        })
+        }
     }
 
-    /// An allocation from `pool`: the smallest free block of the pool that fits, or a new
-    /// block of the request rounded up to [`POOL_GRANULARITY`].
-    pub fn alloc_in(&self, pool: PoolId, bytes: usize) -> Result<Allocation<A::Block>> {
+    /// An allocation from `pool` for work on `stream`: the smallest free block of the pool
+    /// that fits and that the stream order lets `stream` take, or a new block of the request
+    /// rounded up to [`POOL_GRANULARITY`].
+    pub fn alloc_in(
+        &self,
+        pool: PoolId,
+        bytes: usize,
+        stream: &Arc<StreamClock>,
+    ) -> Result<Allocation<A::Block>> {
         let rounded = bytes
             .max(1)
             .checked_next_multiple_of(POOL_GRANULARITY)
@@ -261,18 +304,22 @@ impl<A: RawAllocator> MemoryPools<A> {
             let mut inner = self.lock();
             let Inner { slots, pools, .. } = &mut *inner;
             let entry = pools.entry(pool).or_default();
+            let mut order = self.order.reuse_check(stream);
             let best = entry
                 .free
                 .iter()
                 .enumerate()
-                .filter_map(|(i, id)| slots.get(id).map(|s| (i, s.bytes)))
-                .filter(|&(_, size)| size >= rounded)
-                .min_by_key(|&(i, size)| (size, entry.free[i]))
+                .filter_map(|(i, id)| slots.get(id).map(|s| (i, s)))
+                .filter(|(_, s)| s.bytes >= rounded)
+                .filter(|(_, s)| s.freed_at.as_ref().is_none_or(|p| order.allows(p)))
+                .min_by_key(|&(i, s)| (s.bytes, entry.free[i]))
                 .map(|(i, _)| i);
             if let Some(i) = best {
                 let id = entry.free.swap_remove(i);
                 if let Some(slot) = slots.get_mut(&id) {
                     slot.live = true;
+                    slot.freed_at = None;
+                    slot.stream = Some(Arc::clone(stream));
                     return Ok(Allocation {
                         id,
                         block: slot.block.clone(),
@@ -295,7 +342,14 @@ impl<A: RawAllocator> MemoryPools<A> {
         let address = self.raw.address(&block);
         let mut inner = self.lock();
         inc(&mut inner.pools.entry(pool).or_default().blocks);
-        let id = Self::insert(&mut inner, block.clone(), address, rounded, Some(pool));
+        let id = Self::insert(
+            &mut inner,
+            block.clone(),
+            address,
+            rounded,
+            Some(pool),
+            Some(Arc::clone(stream)),
+        );
         Ok(Allocation {
             id,
             block,
@@ -311,6 +365,7 @@ impl<A: RawAllocator> MemoryPools<A> {
         address: u64,
         bytes: usize,
         pool: Option<PoolId>,
+        stream: Option<Arc<StreamClock>>,
     ) -> BlockId {
         let id = BlockId(inner.next_block);
         inner.next_block = inner.next_block.saturating_add(1);
@@ -322,21 +377,44 @@ impl<A: RawAllocator> MemoryPools<A> {
                 bytes,
                 pool,
                 live: true,
+                pending: false,
                 graph_holds: 0,
+                stream,
+                freed_at: None,
             },
         );
         id
     }
 
-    /// The buffer of block `id` was dropped: a plain block goes back to the device (unless a
-    /// graph uses it), a pool block to its pool's free list (and to the device if nothing
-    /// holds the pool or uses the block).
+    /// The buffer of block `id` was dropped while the streams `also` (besides the one it was
+    /// allocated on) may still use it: the block is pending — neither live nor free — until
+    /// [`MemoryPools::free`], and its free point is taken now, so that a stream that waited
+    /// on any of them since counts as ordered after the drop.
+    pub fn mark_pending(&self, id: BlockId, also: &[Arc<StreamClock>]) {
+        let mut inner = self.lock();
+        if let Some(slot) = inner.slots.get_mut(&id)
+            && slot.live
+        {
+            slot.live = false;
+            slot.pending = true;
+            if slot.pool.is_some() {
+                slot.freed_at = Some(self.order.free_point(slot.stream.iter().chain(also)));
+            }
+        }
+    }
+
+    /// The buffer of block `id` was dropped (or its pending free is due): a plain block goes
+    /// back to the device (unless a graph uses it), a pool block to its pool's free list with
+    /// its free point (and to the device if nothing holds the pool or uses the block).
     pub fn free(&self, id: BlockId) {
         let released = {
             let mut inner = self.lock();
             let Some(slot) = inner.slots.get_mut(&id) else {
                 return;
             };
+            if !std::mem::take(&mut slot.pending) && slot.pool.is_some() {
+                slot.freed_at = Some(self.order.free_point(slot.stream.iter()));
+            }
             slot.live = false;
             if let Some(pool) = slot.pool {
                 inner.pools.entry(pool).or_default().free.push(id);
@@ -405,7 +483,7 @@ impl<A: RawAllocator> MemoryPools<A> {
     /// release to the device.
     fn take_if_unused(inner: &mut Inner<A::Block>, id: BlockId) -> Option<A::Block> {
         let slot = inner.slots.get(&id)?;
-        if slot.live || slot.graph_holds > 0 {
+        if slot.live || slot.pending || slot.graph_holds > 0 {
             return None;
         }
         if let Some(pool) = slot.pool
@@ -501,9 +579,13 @@ impl<A: RawAllocator> MemoryPools<A> {
             .collect();
         for slot in inner.slots.values() {
             stats.reserved_bytes = stats.reserved_bytes.saturating_add(slot.bytes);
+            // Each block counts in one of allocated, pending and graph-held at most, so
+            // reserved bytes are never less than their sum.
             if slot.live {
                 stats.allocated_bytes = stats.allocated_bytes.saturating_add(slot.bytes);
                 inc(&mut stats.live_buffers);
+            } else if slot.pending {
+                stats.pending_free_bytes = stats.pending_free_bytes.saturating_add(slot.bytes);
             } else if slot.graph_holds > 0 {
                 stats.graph_held_bytes = stats.graph_held_bytes.saturating_add(slot.bytes);
             }
@@ -535,6 +617,8 @@ impl<A: RawAllocator> MemoryPools<A> {
                 pool: s.pool,
                 state: if s.live {
                     BlockState::Live
+                } else if s.pending {
+                    BlockState::PendingFree
                 } else if s.pool.is_some()
                     && s.pool
                         .and_then(|p| inner.pools.get(&p))
@@ -610,6 +694,14 @@ impl<A: RawAllocator> BlockHold<A> {
     /// The block held.
     pub fn id(&self) -> BlockId {
         self.id
+    }
+}
+
+/// Another hold on the same block (a graph taking over, or embedding, the work of another
+/// graph holds the blocks that work uses in its own right).
+impl<A: RawAllocator> Clone for BlockHold<A> {
+    fn clone(&self) -> Self {
+        self.pools.hold_block(self.id)
     }
 }
 

@@ -61,7 +61,10 @@
 //!   declaration order counting buffers only (read-only storage for [`Access::Read`],
 //!   read-write otherwise, as `array<T>` of the element type, or of `u32` for elements WGSL has
 //!   no type for), and the scalars, if any, one uniform struct at the next binding, fields in
-//!   declaration order (4-byte scalars). A view of a buffer is bound from its first element.
+//!   declaration order (4-byte scalars, the block padded to 16 bytes). A view is bound from
+//!   its first element, so its byte offset must be a multiple of the adapter's
+//!   `min_storage_buffer_offset_alignment` (256 bytes always is); a read-only and a written
+//!   parameter on one buffer cannot be bound together in WebGPU and are refused.
 //!   `@workgroup_size` must equal [`Kernel::block`]; the dispatch is `grid` workgroups.
 //! * **mock**: the host function runs once per launch with every argument: buffers as copies
 //!   of their views' elements (written back after the call for parameters that write), scalars
