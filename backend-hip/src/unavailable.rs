@@ -307,7 +307,7 @@ impl DriverEditing for HipDevice {
         _: &mut HGraph,
         key: HNode,
         _: Option<(&mut HGraphExec, HNode)>,
-        _: &(),
+        _: &HipKernelModule,
         _: &Kernel,
         _: [u32; 3],
         _: &[RawArg<'_, HBlock>],
