@@ -49,9 +49,9 @@ pub(crate) enum Command {
     /// so graphs of generic code have the same shape on every backend.
     Nothing { kind: NodeKind, label: &'static str },
     /// A child graph: another graph's recorded commands, inlined by instantiation.
-    Child(Arc<Vec<Node<Command>>>),
+    Child(crate::nested::Nested<Vec<Node<Command>>>),
     /// A conditional node: bodies run or skipped by a condition read back when it runs.
-    Conditional(Arc<crate::editing::WgpuConditional>),
+    Conditional(crate::nested::Nested<crate::editing::WgpuConditional>),
 }
 
 impl Command {

@@ -8,8 +8,6 @@
 //! submitted; a `while` node repeats that before every iteration. The results are those of
 //! the device-side nodes of CUDA, at the cost of a round trip per evaluation.
 
-use std::sync::Arc;
-
 use accel_graph_api::{
     CaptureErrorMode, ConditionalKind, GraphError, PortableOp, condition_holds, kernel::Kernel,
 };
@@ -23,6 +21,7 @@ use crate::{
     WgpuBlock, WgpuDevice, WgpuKernelModule,
     command::Command,
     graph::{Planner, Step, WgpuExecutable, WgpuRawGraph},
+    nested::Nested,
     stream::WgpuStreamState,
 };
 
@@ -248,7 +247,7 @@ impl DriverEditing for WgpuDevice {
         child: &WgpuRawGraph,
         stream: &WgpuStreamState,
     ) -> DriverResult<()> {
-        self.issue(stream, Command::Child(Arc::new(child.nodes.clone())))
+        self.issue(stream, Command::Child(Nested::new(child.nodes.clone())))
     }
 
     fn conditional_support(&self, _kind: ConditionalKind) -> Result<(), String> {
@@ -304,6 +303,6 @@ impl DriverEditing for WgpuDevice {
             mask: conditional.mask,
             bodies: conditional.bodies,
         };
-        self.issue(stream, Command::Conditional(Arc::new(node)))
+        self.issue(stream, Command::Conditional(Nested::new(node)))
     }
 }

@@ -2,8 +2,6 @@
 //! makes of it — GPU runs re-encoded into one encoder and one submit per replay, host
 //! functions in between.
 
-use std::sync::Arc;
-
 use accel_graph_api::{GraphError, GraphTopology, InstantiateFlags};
 use accel_graph_driver::{
     DriverError, DriverResult,
@@ -61,7 +59,7 @@ pub(crate) enum Step {
     Host(HostFunction),
     /// A conditional node: its condition is read back (after the work before it), and the
     /// steps of the branch it picks run.
-    Conditional(Arc<crate::editing::ConditionalPlan>),
+    Conditional(crate::nested::Nested<crate::editing::ConditionalPlan>),
 }
 
 /// An instantiated graph: runs of GPU work split only at host functions and conditional
@@ -141,7 +139,8 @@ impl Planner {
             }
             Command::Conditional(c) => {
                 self.flush();
-                self.steps.push(Step::Conditional(Arc::new(c.plan())));
+                self.steps
+                    .push(Step::Conditional(crate::nested::Nested::new(c.plan())));
                 None
             }
             // Nodes that touch nothing stay in the run (encoding skips them), so that an

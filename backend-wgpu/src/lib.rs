@@ -148,6 +148,7 @@ mod graph;
 mod interop;
 mod kernels;
 mod memory;
+mod nested;
 mod ops;
 mod stream;
 mod timing;
