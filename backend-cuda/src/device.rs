@@ -13,6 +13,7 @@ use cudarc::driver::{CudaContext, sys};
 
 use crate::{
     blas::{Blas, workspace_bytes},
+    editing::{ConditionKernel, driver_version, since},
     error::{BACKEND, check, describe},
     ops::Kernels,
 };
@@ -22,6 +23,11 @@ use crate::{
 pub struct CudaDevice {
     /// Before `ctx`: the module is unloaded while the context lives.
     pub(crate) kernels: Kernels,
+    /// The kernel that sets conditional nodes' handles (before `ctx`, as `kernels`), or why
+    /// conditional nodes are unavailable.
+    pub(crate) condition: std::result::Result<ConditionKernel, String>,
+    /// `cuDriverGetVersion` (12080 for 12.8).
+    pub(crate) driver_version: i32,
     /// Before `ctx`: the handle and workspaces go while the context lives.
     pub(crate) blas: Blas,
     pub(crate) ordinal: usize,
@@ -71,8 +77,21 @@ impl CudaDevice {
             backend: BACKEND,
             reason: format!("loading the portable ops' kernels failed: {e}"),
         })?;
+        let driver_version = driver_version();
+        // Loaded now, outside any capture: conditional nodes launch it inside captures.
+        let condition = if driver_version >= since::CONDITIONAL {
+            ConditionKernel::load()
+        } else {
+            Err(format!(
+                "conditional nodes need a CUDA 12.4 driver, this one is {}.{}",
+                driver_version / 1000,
+                driver_version % 1000 / 10
+            ))
+        };
         Ok(CudaDevice {
             kernels,
+            condition,
+            driver_version,
             blas: Blas::new(workspace_bytes(compute_capability.0)),
             ordinal: ctx.ordinal(),
             name,
@@ -124,6 +143,16 @@ impl Driver for CudaDevice {
         let mut caps = Capabilities::native_capture(self.name.clone());
         caps.host_callbacks = true;
         caps.graph_upload = true;
+        // Graph editing: executable update exists since CUDA 12.0 (the bindings' minimum is
+        // higher); nodes added to a capture need 12.3's capture-info calls; conditional nodes
+        // 12.4 (`if_else` 12.8) and the set-condition kernel loaded.
+        let version = self.driver_version;
+        caps.graph_update = true;
+        caps.device_launch = true;
+        caps.child_graphs = version >= since::CAPTURE_INFO_V3;
+        let conditions = self.condition.is_ok() && caps.child_graphs;
+        caps.conditional_nodes = conditions && version >= since::CONDITIONAL;
+        caps.conditional_if_else = conditions && version >= since::IF_ELSE;
         caps
     }
 

@@ -3,17 +3,40 @@
 
 use std::{ffi::CString, path::Path, ptr};
 
-use accel_graph_api::{GraphError, GraphTopology};
+use accel_graph_api::{GraphError, GraphTopology, InstantiateFlags};
 use accel_graph_driver::{DriverError, DriverResult, api::DriverGraphs};
 use cudarc::driver::sys;
 
 use crate::{CuStream, CudaDevice, capture::MODES, error::check, topology::read_topology};
 
-/// Flags every executable graph is instantiated with, as PyTorch does: free graph-owned
-/// allocations on relaunch, and honour per-node priorities.
+/// The flags executable graphs are instantiated with by default, as PyTorch does: free
+/// graph-owned allocations on relaunch, and honour per-node priorities
+/// (`instantiate_flags(InstantiateFlags::default())`).
 pub const INSTANTIATE_FLAGS: u64 =
     sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0 as u64
         | sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY.0 as u64;
+
+/// CUDA's instantiate flags for `flags`.
+///
+/// ```
+/// use accel_graph_api::InstantiateFlags;
+/// use accel_graph_cuda::{INSTANTIATE_FLAGS, instantiate_flags};
+/// assert_eq!(instantiate_flags(InstantiateFlags::default()), INSTANTIATE_FLAGS);
+/// ```
+pub fn instantiate_flags(flags: InstantiateFlags) -> u64 {
+    use sys::CUgraphInstantiate_flags as F;
+    let mut out = 0;
+    if flags.auto_free_on_launch {
+        out |= F::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0 as u64;
+    }
+    if flags.use_node_priority {
+        out |= F::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY.0 as u64;
+    }
+    if flags.device_launch {
+        out |= F::CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH.0 as u64;
+    }
+    out
+}
 
 accel_graph_driver::native_graph_types! {
     runtime: "CUDA", succeeded: |rc| rc == sys::CUresult::CUDA_SUCCESS, modes: MODES,
@@ -24,11 +47,12 @@ accel_graph_driver::native_graph_types! {
 impl DriverGraphs for CudaDevice {
     type Exec = CuGraphExec;
 
-    fn instantiate(&self, graph: &CuGraph) -> DriverResult<CuGraphExec> {
+    fn instantiate(&self, graph: &CuGraph, flags: InstantiateFlags) -> DriverResult<CuGraphExec> {
         let mut exec = ptr::null_mut();
         // SAFETY: the graph is alive; `exec` is a local out-parameter.
-        let rc =
-            unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph.raw, INSTANTIATE_FLAGS) };
+        let rc = unsafe {
+            sys::cuGraphInstantiateWithFlags(&mut exec, graph.raw, instantiate_flags(flags))
+        };
         check(rc, "cuGraphInstantiateWithFlags")?;
         Ok(CuGraphExec::from_raw(exec))
     }

@@ -114,6 +114,7 @@ mod backend;
 mod blas;
 mod capture;
 mod device;
+mod editing;
 mod error;
 mod event;
 mod graph;
@@ -131,8 +132,9 @@ mod topology;
 
 pub use backend::CudaBackend;
 pub use device::CudaDevice;
+pub use editing::{CuConditional, CuNode};
 pub use event::CuEvent;
-pub use graph::{CuGraph, CuGraphExec, INSTANTIATE_FLAGS};
+pub use graph::{CuGraph, CuGraphExec, INSTANTIATE_FLAGS, instantiate_flags};
 pub use interop::{AdoptError, Lent};
 pub use kernels::CuModule;
 pub use memory::CuBlock;

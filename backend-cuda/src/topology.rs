@@ -20,6 +20,8 @@ fn kind_of(t: sys::CUgraphNodeType) -> NodeKind {
         T::CU_GRAPH_NODE_TYPE_EVENT_RECORD => NodeKind::EventRecord,
         T::CU_GRAPH_NODE_TYPE_MEM_ALLOC => NodeKind::MemAlloc,
         T::CU_GRAPH_NODE_TYPE_MEM_FREE => NodeKind::MemFree,
+        T::CU_GRAPH_NODE_TYPE_GRAPH => NodeKind::Graph,
+        T::CU_GRAPH_NODE_TYPE_CONDITIONAL => NodeKind::Conditional,
         _ => NodeKind::Other,
     }
 }
@@ -53,6 +55,7 @@ fn label_of(node: sys::CUgraphNode, kind: NodeKind) -> String {
         NodeKind::Memcpy => "memcpy".to_owned(),
         NodeKind::Memset => "memset".to_owned(),
         NodeKind::Host => "host function".to_owned(),
+        NodeKind::Graph => "child graph".to_owned(),
         other => other.to_string().to_lowercase(),
     }
 }

@@ -1,6 +1,8 @@
 // Compile-time check that hip_abi.h matches the real HIP headers (build where HIP's headers are
 // installed, e.g. Debian's libamdhip64-dev):
 //   g++ -std=c++17 -fsyntax-only -D__HIP_PLATFORM_AMD__ -I/usr/include abi_check.cpp
+#include <cstddef>
+
 #include <hip/hip_runtime_api.h>
 #include <hip/hiprtc.h>
 
@@ -55,6 +57,35 @@ SAME(SHIM_hipGraphInstantiateFlagAutoFreeOnLaunch, hipGraphInstantiateFlagAutoFr
 SAME(SHIM_hipEventRecordDefault, hipEventRecordDefault);
 SAME(SHIM_hipEventRecordExternal, hipEventRecordExternal);
 #endif
+SAME(SHIM_hipErrorGraphExecUpdateFailure, hipErrorGraphExecUpdateFailure);
+SAME(SHIM_hipGraphExecUpdateSuccess, hipGraphExecUpdateSuccess);
+SAME(SHIM_hipGraphExecUpdateError, hipGraphExecUpdateError);
+SAME(SHIM_hipGraphExecUpdateErrorTopologyChanged, hipGraphExecUpdateErrorTopologyChanged);
+SAME(SHIM_hipGraphExecUpdateErrorNodeTypeChanged, hipGraphExecUpdateErrorNodeTypeChanged);
+SAME(SHIM_hipGraphExecUpdateErrorFunctionChanged, hipGraphExecUpdateErrorFunctionChanged);
+SAME(SHIM_hipGraphExecUpdateErrorParametersChanged, hipGraphExecUpdateErrorParametersChanged);
+SAME(SHIM_hipGraphExecUpdateErrorNotSupported, hipGraphExecUpdateErrorNotSupported);
+SAME(SHIM_hipGraphExecUpdateErrorUnsupportedFunctionChange,
+     hipGraphExecUpdateErrorUnsupportedFunctionChange);
+SAME(SHIM_hipStreamAddCaptureDependencies, hipStreamAddCaptureDependencies);
+SAME(SHIM_hipStreamSetCaptureDependencies, hipStreamSetCaptureDependencies);
+#define SAME_FIELD(shim, hip, field) \
+    static_assert(offsetof(shim, field) == offsetof(hip, field), #hip "." #field)
+static_assert(sizeof(shim_hipKernelNodeParams) == sizeof(hipKernelNodeParams), "hipKernelNodeParams");
+SAME_FIELD(shim_hipKernelNodeParams, hipKernelNodeParams, blockDim);
+SAME_FIELD(shim_hipKernelNodeParams, hipKernelNodeParams, extra);
+SAME_FIELD(shim_hipKernelNodeParams, hipKernelNodeParams, func);
+SAME_FIELD(shim_hipKernelNodeParams, hipKernelNodeParams, gridDim);
+SAME_FIELD(shim_hipKernelNodeParams, hipKernelNodeParams, kernelParams);
+SAME_FIELD(shim_hipKernelNodeParams, hipKernelNodeParams, sharedMemBytes);
+static_assert(sizeof(shim_hipMemsetParams) == sizeof(hipMemsetParams), "hipMemsetParams");
+SAME_FIELD(shim_hipMemsetParams, hipMemsetParams, dst);
+SAME_FIELD(shim_hipMemsetParams, hipMemsetParams, elementSize);
+SAME_FIELD(shim_hipMemsetParams, hipMemsetParams, height);
+SAME_FIELD(shim_hipMemsetParams, hipMemsetParams, pitch);
+SAME_FIELD(shim_hipMemsetParams, hipMemsetParams, value);
+SAME_FIELD(shim_hipMemsetParams, hipMemsetParams, width);
+static_assert(sizeof(shim_dim3) == sizeof(dim3), "dim3");
 SAME(SHIM_HIPRTC_SUCCESS, HIPRTC_SUCCESS);
 SAME(SHIM_HIPRTC_ERROR_INVALID_INPUT, HIPRTC_ERROR_INVALID_INPUT);
 SAME(SHIM_HIPRTC_ERROR_INTERNAL_ERROR, HIPRTC_ERROR_INTERNAL_ERROR);

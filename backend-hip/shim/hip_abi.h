@@ -91,6 +91,43 @@ enum {
 #define SHIM_hipEventRecordDefault 0x0u
 #define SHIM_hipEventRecordExternal 0x1u
 
+/* Graph editing (ROCm 5.2's hip_runtime_api.h): hipErrorGraphExecUpdateFailure, the results
+ * of hipGraphExecUpdate (numbered as CUDA's), the flags of hipStreamUpdateCaptureDependencies,
+ * and the layouts of the node parameter structs. */
+#define SHIM_hipErrorGraphExecUpdateFailure 910
+enum {
+    SHIM_hipGraphExecUpdateSuccess = 0,
+    SHIM_hipGraphExecUpdateError = 1,
+    SHIM_hipGraphExecUpdateErrorTopologyChanged = 2,
+    SHIM_hipGraphExecUpdateErrorNodeTypeChanged = 3,
+    SHIM_hipGraphExecUpdateErrorFunctionChanged = 4,
+    SHIM_hipGraphExecUpdateErrorParametersChanged = 5,
+    SHIM_hipGraphExecUpdateErrorNotSupported = 6,
+    SHIM_hipGraphExecUpdateErrorUnsupportedFunctionChange = 7
+};
+enum {
+    SHIM_hipStreamAddCaptureDependencies = 0,
+    SHIM_hipStreamSetCaptureDependencies = 1
+};
+typedef struct shim_dim3 {
+    unsigned int x, y, z;
+} shim_dim3;
+typedef struct shim_hipKernelNodeParams {
+    shim_dim3 blockDim;
+    void** extra;
+    void* func;
+    shim_dim3 gridDim;
+    void** kernelParams;
+    unsigned int sharedMemBytes;
+} shim_hipKernelNodeParams;
+typedef struct shim_hipMemsetParams {
+    void* dst;
+    unsigned int elementSize;
+    size_t height;
+    size_t pitch;
+    unsigned int value;
+    size_t width;
+} shim_hipMemsetParams;
 /* hipDeviceProp_t of ROCm 5.2 (hipGetDeviceProperties): its size, and the offset of each field
  * the shim fills. The shim fills these from CUDA and zeroes the rest of the struct. */
 #define SHIM_hipDeviceProp_t_size 792

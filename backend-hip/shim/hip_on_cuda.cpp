@@ -539,6 +539,257 @@ HIP_API shim_hipError_t hipGraphNodeGetType(shim_hipGraphNode_t node, int* type)
     return SHIM_hipSuccess;
 }
 
+// ---------------------------------------------------------------- graph editing
+
+namespace {
+
+cudaGraphNode_t N(shim_hipGraphNode_t n) { return reinterpret_cast<cudaGraphNode_t>(n); }
+
+bool memcpy_kind_to_cuda(int kind, cudaMemcpyKind* out) {
+    switch (kind) {
+        case SHIM_hipMemcpyHostToHost: *out = cudaMemcpyHostToHost; return true;
+        case SHIM_hipMemcpyHostToDevice: *out = cudaMemcpyHostToDevice; return true;
+        case SHIM_hipMemcpyDeviceToHost: *out = cudaMemcpyDeviceToHost; return true;
+        case SHIM_hipMemcpyDeviceToDevice: *out = cudaMemcpyDeviceToDevice; return true;
+        case SHIM_hipMemcpyDefault: *out = cudaMemcpyDefault; return true;
+        default: return false;
+    }
+}
+
+// Kernel nodes go through the driver API: the backend launches module functions
+// (hipModuleLaunchKernel -> cuLaunchKernel), so a node's function is a CUfunction, which HIP's
+// `func` carries unchanged.
+CUDA_KERNEL_NODE_PARAMS kernel_to_cuda(const shim_hipKernelNodeParams* p) {
+    CUDA_KERNEL_NODE_PARAMS c;
+    std::memset(&c, 0, sizeof c);
+    c.func = reinterpret_cast<CUfunction>(p->func);
+    c.gridDimX = p->gridDim.x;
+    c.gridDimY = p->gridDim.y;
+    c.gridDimZ = p->gridDim.z;
+    c.blockDimX = p->blockDim.x;
+    c.blockDimY = p->blockDim.y;
+    c.blockDimZ = p->blockDim.z;
+    c.sharedMemBytes = p->sharedMemBytes;
+    c.kernelParams = p->kernelParams;
+    c.extra = nullptr;
+    return c;
+}
+
+cudaMemsetParams memset_to_cuda(const shim_hipMemsetParams* p) {
+    cudaMemsetParams c;
+    std::memset(&c, 0, sizeof c);
+    c.dst = p->dst;
+    c.pitch = p->pitch;
+    c.value = p->value;
+    c.elementSize = p->elementSize;
+    c.width = p->width;
+    c.height = p->height;
+    return c;
+}
+
+}  // namespace
+
+HIP_API shim_hipError_t hipStreamGetCaptureInfo_v2(shim_hipStream_t stream, int* status,
+                                                   unsigned long long* id, shim_hipGraph_t* graph,
+                                                   const shim_hipGraphNode_t** dependencies,
+                                                   size_t* count) {
+    shim_hipError_t e = ensure_context("hipStreamGetCaptureInfo_v2");
+    if (e != SHIM_hipSuccess) return e;
+    CUstreamCaptureStatus cuda_status = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t cuda_id = 0;
+    CUgraph cuda_graph = nullptr;
+    const CUgraphNode* deps = nullptr;
+    size_t n = 0;
+    // From 12.3 the unversioned name is the call with edge data (none here: a dependency with
+    // data would make the query lossy, which the driver reports).
+#if CUDA_VERSION >= 12030
+    CUresult r = cuStreamGetCaptureInfo(reinterpret_cast<CUstream>(stream), &cuda_status, &cuda_id,
+                                        &cuda_graph, &deps, nullptr, &n);
+#else
+    CUresult r = cuStreamGetCaptureInfo_v2(reinterpret_cast<CUstream>(stream), &cuda_status,
+                                           &cuda_id, &cuda_graph, &deps, &n);
+#endif
+    e = drv(r, "hipStreamGetCaptureInfo_v2");
+    if (e != SHIM_hipSuccess) return e;
+    if (status != nullptr) {
+        switch (cuda_status) {
+            case CU_STREAM_CAPTURE_STATUS_NONE: *status = SHIM_hipStreamCaptureStatusNone; break;
+            case CU_STREAM_CAPTURE_STATUS_ACTIVE: *status = SHIM_hipStreamCaptureStatusActive; break;
+            default: *status = SHIM_hipStreamCaptureStatusInvalidated; break;
+        }
+    }
+    if (id != nullptr) *id = cuda_id;
+    if (graph != nullptr) *graph = reinterpret_cast<shim_hipGraph_t>(cuda_graph);
+    if (dependencies != nullptr) *dependencies = reinterpret_cast<const shim_hipGraphNode_t*>(deps);
+    if (count != nullptr) *count = n;
+    return SHIM_hipSuccess;
+}
+
+HIP_API shim_hipError_t hipStreamUpdateCaptureDependencies(shim_hipStream_t stream,
+                                                           shim_hipGraphNode_t* dependencies,
+                                                           size_t count, unsigned int flags) {
+    unsigned int cuda_flags;
+    switch (flags) {
+        case SHIM_hipStreamAddCaptureDependencies: cuda_flags = CU_STREAM_ADD_CAPTURE_DEPENDENCIES; break;
+        case SHIM_hipStreamSetCaptureDependencies: cuda_flags = CU_STREAM_SET_CAPTURE_DEPENDENCIES; break;
+        default: return unsupported("hipStreamUpdateCaptureDependencies", "flag");
+    }
+    shim_hipError_t e = ensure_context("hipStreamUpdateCaptureDependencies");
+    if (e != SHIM_hipSuccess) return e;
+#if CUDA_VERSION >= 12030
+    CUresult r = cuStreamUpdateCaptureDependencies(reinterpret_cast<CUstream>(stream),
+                                                   reinterpret_cast<CUgraphNode*>(dependencies),
+                                                   nullptr, count, cuda_flags);
+#else
+    CUresult r = cuStreamUpdateCaptureDependencies(reinterpret_cast<CUstream>(stream),
+                                                   reinterpret_cast<CUgraphNode*>(dependencies),
+                                                   count, cuda_flags);
+#endif
+    return drv(r, "hipStreamUpdateCaptureDependencies");
+}
+
+HIP_API shim_hipError_t hipGraphAddChildGraphNode(shim_hipGraphNode_t* node, shim_hipGraph_t graph,
+                                                  const shim_hipGraphNode_t* dependencies,
+                                                  size_t count, shim_hipGraph_t child) {
+    return rt(cudaGraphAddChildGraphNode(reinterpret_cast<cudaGraphNode_t*>(node), G(graph),
+                                         reinterpret_cast<const cudaGraphNode_t*>(dependencies),
+                                         count, G(child)),
+              "hipGraphAddChildGraphNode");
+}
+
+HIP_API shim_hipError_t hipGraphClone(shim_hipGraph_t* clone, shim_hipGraph_t graph) {
+    return rt(cudaGraphClone(reinterpret_cast<cudaGraph_t*>(clone), G(graph)), "hipGraphClone");
+}
+
+HIP_API shim_hipError_t hipGraphNodeFindInClone(shim_hipGraphNode_t* node,
+                                                shim_hipGraphNode_t original,
+                                                shim_hipGraph_t clone) {
+    return rt(cudaGraphNodeFindInClone(reinterpret_cast<cudaGraphNode_t*>(node), N(original),
+                                       G(clone)),
+              "hipGraphNodeFindInClone");
+}
+
+HIP_API shim_hipError_t hipGraphExecUpdate(shim_hipGraphExec_t exec, shim_hipGraph_t graph,
+                                           shim_hipGraphNode_t* error_node, int* result) {
+    cudaGraphExecUpdateResultInfo info;
+    std::memset(&info, 0, sizeof info);
+    shim_hipError_t e = rt(cudaGraphExecUpdate(X(exec), G(graph), &info), "hipGraphExecUpdate");
+    if (error_node != nullptr) *error_node = reinterpret_cast<shim_hipGraphNode_t>(info.errorNode);
+    if (result != nullptr) {
+        switch (info.result) {
+            case cudaGraphExecUpdateSuccess: *result = SHIM_hipGraphExecUpdateSuccess; break;
+            case cudaGraphExecUpdateErrorTopologyChanged:
+                *result = SHIM_hipGraphExecUpdateErrorTopologyChanged; break;
+            case cudaGraphExecUpdateErrorNodeTypeChanged:
+                *result = SHIM_hipGraphExecUpdateErrorNodeTypeChanged; break;
+            case cudaGraphExecUpdateErrorFunctionChanged:
+                *result = SHIM_hipGraphExecUpdateErrorFunctionChanged; break;
+            case cudaGraphExecUpdateErrorParametersChanged:
+                *result = SHIM_hipGraphExecUpdateErrorParametersChanged; break;
+            case cudaGraphExecUpdateErrorNotSupported:
+                *result = SHIM_hipGraphExecUpdateErrorNotSupported; break;
+            case cudaGraphExecUpdateErrorUnsupportedFunctionChange:
+                *result = SHIM_hipGraphExecUpdateErrorUnsupportedFunctionChange; break;
+            // Attribute changes (and anything newer) have no HIP 5.2 value.
+            default: *result = SHIM_hipGraphExecUpdateError; break;
+        }
+    }
+    return e;
+}
+
+HIP_API shim_hipError_t hipGraphKernelNodeGetParams(shim_hipGraphNode_t node,
+                                                    shim_hipKernelNodeParams* params) {
+    if (params == nullptr) return SHIM_hipErrorInvalidValue;
+    shim_hipError_t e = ensure_context("hipGraphKernelNodeGetParams");
+    if (e != SHIM_hipSuccess) return e;
+    CUDA_KERNEL_NODE_PARAMS c;
+    std::memset(&c, 0, sizeof c);
+    e = drv(cuGraphKernelNodeGetParams(reinterpret_cast<CUgraphNode>(node), &c),
+            "hipGraphKernelNodeGetParams");
+    if (e != SHIM_hipSuccess) return e;
+    if (c.func == nullptr) return unsupported("hipGraphKernelNodeGetParams", "a library kernel node");
+    params->func = reinterpret_cast<void*>(c.func);
+    params->gridDim = shim_dim3{c.gridDimX, c.gridDimY, c.gridDimZ};
+    params->blockDim = shim_dim3{c.blockDimX, c.blockDimY, c.blockDimZ};
+    params->sharedMemBytes = c.sharedMemBytes;
+    params->kernelParams = c.kernelParams;
+    params->extra = c.extra;
+    return SHIM_hipSuccess;
+}
+
+HIP_API shim_hipError_t hipGraphKernelNodeSetParams(shim_hipGraphNode_t node,
+                                                    const shim_hipKernelNodeParams* params) {
+    if (params == nullptr) return SHIM_hipErrorInvalidValue;
+    if (params->extra != nullptr) return unsupported("hipGraphKernelNodeSetParams", "`extra`");
+    shim_hipError_t e = ensure_context("hipGraphKernelNodeSetParams");
+    if (e != SHIM_hipSuccess) return e;
+    CUDA_KERNEL_NODE_PARAMS c = kernel_to_cuda(params);
+    return drv(cuGraphKernelNodeSetParams(reinterpret_cast<CUgraphNode>(node), &c),
+               "hipGraphKernelNodeSetParams");
+}
+
+HIP_API shim_hipError_t hipGraphExecKernelNodeSetParams(shim_hipGraphExec_t exec,
+                                                        shim_hipGraphNode_t node,
+                                                        const shim_hipKernelNodeParams* params) {
+    if (params == nullptr) return SHIM_hipErrorInvalidValue;
+    if (params->extra != nullptr) return unsupported("hipGraphExecKernelNodeSetParams", "`extra`");
+    shim_hipError_t e = ensure_context("hipGraphExecKernelNodeSetParams");
+    if (e != SHIM_hipSuccess) return e;
+    CUDA_KERNEL_NODE_PARAMS c = kernel_to_cuda(params);
+    return drv(cuGraphExecKernelNodeSetParams(reinterpret_cast<CUgraphExec>(exec),
+                                              reinterpret_cast<CUgraphNode>(node), &c),
+               "hipGraphExecKernelNodeSetParams");
+}
+
+HIP_API shim_hipError_t hipGraphMemsetNodeGetParams(shim_hipGraphNode_t node,
+                                                    shim_hipMemsetParams* params) {
+    if (params == nullptr) return SHIM_hipErrorInvalidValue;
+    cudaMemsetParams c;
+    std::memset(&c, 0, sizeof c);
+    shim_hipError_t e = rt(cudaGraphMemsetNodeGetParams(N(node), &c), "hipGraphMemsetNodeGetParams");
+    if (e != SHIM_hipSuccess) return e;
+    params->dst = c.dst;
+    params->pitch = c.pitch;
+    params->value = c.value;
+    params->elementSize = c.elementSize;
+    params->width = c.width;
+    params->height = c.height;
+    return SHIM_hipSuccess;
+}
+
+HIP_API shim_hipError_t hipGraphMemsetNodeSetParams(shim_hipGraphNode_t node,
+                                                    const shim_hipMemsetParams* params) {
+    if (params == nullptr) return SHIM_hipErrorInvalidValue;
+    cudaMemsetParams c = memset_to_cuda(params);
+    return rt(cudaGraphMemsetNodeSetParams(N(node), &c), "hipGraphMemsetNodeSetParams");
+}
+
+HIP_API shim_hipError_t hipGraphExecMemsetNodeSetParams(shim_hipGraphExec_t exec,
+                                                        shim_hipGraphNode_t node,
+                                                        const shim_hipMemsetParams* params) {
+    if (params == nullptr) return SHIM_hipErrorInvalidValue;
+    cudaMemsetParams c = memset_to_cuda(params);
+    return rt(cudaGraphExecMemsetNodeSetParams(X(exec), N(node), &c),
+              "hipGraphExecMemsetNodeSetParams");
+}
+
+HIP_API shim_hipError_t hipGraphMemcpyNodeSetParams1D(shim_hipGraphNode_t node, void* dst,
+                                                      const void* src, size_t count, int kind) {
+    cudaMemcpyKind cuda_kind;
+    if (!memcpy_kind_to_cuda(kind, &cuda_kind)) return SHIM_hipErrorInvalidValue;
+    return rt(cudaGraphMemcpyNodeSetParams1D(N(node), dst, src, count, cuda_kind),
+              "hipGraphMemcpyNodeSetParams1D");
+}
+
+HIP_API shim_hipError_t hipGraphExecMemcpyNodeSetParams1D(shim_hipGraphExec_t exec,
+                                                          shim_hipGraphNode_t node, void* dst,
+                                                          const void* src, size_t count, int kind) {
+    cudaMemcpyKind cuda_kind;
+    if (!memcpy_kind_to_cuda(kind, &cuda_kind)) return SHIM_hipErrorInvalidValue;
+    return rt(cudaGraphExecMemcpyNodeSetParams1D(X(exec), N(node), dst, src, count, cuda_kind),
+              "hipGraphExecMemcpyNodeSetParams1D");
+}
+
 HIP_API shim_hipError_t hipLaunchHostFunc(shim_hipStream_t stream, shim_hipHostFn_t fn,
                                           void* user_data) {
     return rt(cudaLaunchHostFunc(S(stream), fn, user_data), "hipLaunchHostFunc");

@@ -190,6 +190,10 @@ impl Driver for HipDevice {
         let mut caps = Capabilities::native_capture(self.name.clone());
         caps.host_callbacks = optional.launch_host_func.is_some();
         caps.graph_upload = optional.graph_upload.is_some();
+        // Executable update and child-graph nodes exist in ROCm 5.2; conditional nodes do
+        // not exist in HIP at all.
+        caps.graph_update = true;
+        caps.child_graphs = true;
         caps
     }
 

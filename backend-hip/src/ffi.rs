@@ -60,6 +60,28 @@ unsafe extern "C" {
     pub(crate) fn hipGraphNodeGetTypeRaw(node: hipGraphNode_t, kind: *mut c_int) -> hipError_t;
 }
 
+// Enum out-parameters of the editing calls are read as plain ints as well, so a value a
+// runtime adds later can never be an invalid enum.
+#[link(name = "amdhip64")]
+unsafe extern "C" {
+    #[link_name = "hipGraphExecUpdate"]
+    pub(crate) fn hipGraphExecUpdateRaw(
+        exec: hipGraphExec_t,
+        graph: hipGraph_t,
+        error_node: *mut hipGraphNode_t,
+        result: *mut c_int,
+    ) -> hipError_t;
+    #[link_name = "hipStreamGetCaptureInfo_v2"]
+    pub(crate) fn hipStreamGetCaptureInfoV2Raw(
+        stream: hipStream_t,
+        status: *mut c_int,
+        id: *mut std::ffi::c_ulonglong,
+        graph: *mut hipGraph_t,
+        dependencies: *mut *const hipGraphNode_t,
+        count: *mut usize,
+    ) -> hipError_t;
+}
+
 /// `hipGraphUpload(exec, stream)`.
 pub(crate) type GraphUploadFn = unsafe extern "C" fn(hipGraphExec_t, hipStream_t) -> hipError_t;
 /// `hipGraphDebugDotPrint(graph, path, flags)`.

@@ -3,7 +3,7 @@
 
 use std::{ffi::CString, path::Path};
 
-use accel_graph_api::{GraphError, GraphTopology};
+use accel_graph_api::{GraphError, GraphTopology, InstantiateFlags};
 use accel_graph_driver::{DriverError, DriverResult, api::DriverGraphs};
 
 use crate::{HStream, HipDevice, capture::MODES, error::check, ffi, topology::read_topology};
@@ -17,10 +17,12 @@ accel_graph_driver::native_graph_types! {
 impl DriverGraphs for HipDevice {
     type Exec = HGraphExec;
 
-    fn instantiate(&self, graph: &HGraph) -> DriverResult<HGraphExec> {
+    /// The flags hold without being passed: auto-free-on-launch would have nothing to free
+    /// (the captured work allocates nothing in stream order; its memory comes from the
+    /// backend's pools) and HIP 5.2 has no node priorities (device launch is refused by the
+    /// driver layer).
+    fn instantiate(&self, graph: &HGraph, _flags: InstantiateFlags) -> DriverResult<HGraphExec> {
         let mut raw = std::ptr::null_mut();
-        // No flags: auto-free-on-launch would have nothing to free (the captured work
-        // allocates nothing in stream order; its memory comes from the backend's pools).
         // SAFETY: the graph is alive; `raw` is a local out-parameter.
         let err = unsafe { ffi::hipGraphInstantiateWithFlags(&mut raw, graph.raw, 0) };
         check(err, "hipGraphInstantiateWithFlags")?;

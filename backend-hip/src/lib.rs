@@ -131,7 +131,7 @@ macro_rules! runtime_modules {
     ($($module:ident),*) => { $(#[cfg(feature = "runtime")] mod $module;)* };
 }
 runtime_modules!(
-    capture, code_cache, device, error, event, ffi, gemm, graph, kernels, memory, module,
+    capture, code_cache, device, editing, error, event, ffi, gemm, graph, kernels, memory, module,
     node_kind, ops, probe, rtc, stream, topology
 );
 #[cfg(not(feature = "runtime"))]
@@ -139,10 +139,13 @@ mod unavailable;
 
 pub use backend::HipBackend;
 #[cfg(not(feature = "runtime"))]
-pub use unavailable::{HBlock, HEvent, HGraph, HGraphExec, HStream, HipDevice, HipKernelModule};
+pub use unavailable::{
+    HBlock, HEvent, HGraph, HGraphExec, HNoConditional, HNode, HStream, HipDevice, HipKernelModule,
+};
 #[cfg(feature = "runtime")]
 pub use {
     device::HipDevice,
+    editing::{HNoConditional, HNode},
     event::HEvent,
     graph::{HGraph, HGraphExec},
     kernels::HipKernelModule,

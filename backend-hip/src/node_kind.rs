@@ -19,6 +19,7 @@ pub(crate) fn decode(raw: c_int, runtime_version: i32) -> NodeKind {
             2 | 9 | 10 | 11 => NodeKind::Memcpy,
             3 => NodeKind::Memset,
             4 => NodeKind::Host,
+            5 => NodeKind::Graph,
             6 => NodeKind::Empty,
             7 => NodeKind::EventWait,
             8 => NodeKind::EventRecord,
@@ -30,6 +31,7 @@ pub(crate) fn decode(raw: c_int, runtime_version: i32) -> NodeKind {
             1 => NodeKind::Memcpy,
             2 => NodeKind::Memset,
             3 => NodeKind::Host,
+            4 => NodeKind::Graph,
             5 => NodeKind::Empty,
             6 => NodeKind::EventWait,
             7 => NodeKind::EventRecord,
@@ -55,7 +57,7 @@ mod tests {
                 (2, NodeKind::Memcpy),
                 (3, NodeKind::Memset),
                 (4, NodeKind::Host),
-                (5, NodeKind::Other), // child graph
+                (5, NodeKind::Graph),
                 (8, NodeKind::EventRecord),
                 (9, NodeKind::Memcpy), // Memcpy1D
                 (0, NodeKind::Other),
@@ -68,6 +70,7 @@ mod tests {
                 (1, NodeKind::Memcpy),
                 (2, NodeKind::Memset),
                 (3, NodeKind::Host),
+                (4, NodeKind::Graph),
                 (7, NodeKind::EventRecord),
                 (10, NodeKind::Other),
             ],

@@ -14,6 +14,7 @@ fn label_of(kind: NodeKind) -> String {
         NodeKind::Memcpy => "memcpy".to_owned(),
         NodeKind::Memset => "memset".to_owned(),
         NodeKind::Host => "host function".to_owned(),
+        NodeKind::Graph => "child graph".to_owned(),
         other => other.to_string().to_lowercase(),
     }
 }

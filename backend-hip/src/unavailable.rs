@@ -9,14 +9,14 @@
 use std::{ffi::c_void, marker::PhantomData, path::Path};
 
 use accel_graph_api::{
-    BackendKind, Capabilities, CaptureErrorMode, EventOptions, FloatType, Gemm, GraphError,
-    GraphTopology, PortableOp, Result, kernel::Kernel,
+    BackendKind, Capabilities, CaptureErrorMode, ConditionalKind, EventOptions, FloatType, Gemm,
+    GraphError, GraphTopology, InstantiateFlags, PortableOp, Result, kernel::Kernel,
 };
 use accel_graph_driver::{
     Driver, DriverResult,
     api::{
-        Bytes, DriverCapture, DriverEvents, DriverGraphs, DriverKernels, DriverMemory, DriverOps,
-        DriverStreams, HostFn, RawArg, Region,
+        Bytes, CapturePoint, DriverCapture, DriverEditing, DriverEvents, DriverGraphs,
+        DriverKernels, DriverMemory, DriverOps, DriverStreams, HostFn, RawArg, Region,
     },
 };
 
@@ -73,6 +73,16 @@ pub struct HGraphExec {
     /// As for [`HGraph`].
     _handle: PhantomData<*mut c_void>,
 }
+
+/// A node of a HIP graph (none in this build).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HNode {
+    never: Never,
+}
+
+/// No conditional node is ever built on HIP (the type has no value).
+#[derive(Debug)]
+pub enum HNoConditional {}
 
 // SAFETY: there is no value of the type.
 unsafe impl Send for HGraph {}
@@ -211,7 +221,7 @@ impl DriverCapture for HipDevice {
 
 impl DriverGraphs for HipDevice {
     type Exec = HGraphExec;
-    fn instantiate(&self, graph: &HGraph) -> DriverResult<HGraphExec> {
+    fn instantiate(&self, graph: &HGraph, _: InstantiateFlags) -> DriverResult<HGraphExec> {
         match graph.never {}
     }
     fn upload_exec(&self, exec: &HGraphExec, _: &HStream) -> DriverResult<()> {
@@ -265,5 +275,78 @@ impl DriverKernels for HipDevice {
         _: &HStream,
     ) -> DriverResult<()> {
         match self.never {}
+    }
+}
+
+impl DriverEditing for HipDevice {
+    type NodeKey = HNode;
+    type Conditional = HNoConditional;
+    fn capture_point(&self, _: &HStream) -> DriverResult<Option<CapturePoint<HNode>>> {
+        match self.never {}
+    }
+    fn clone_graph(&self, graph: &HGraph) -> DriverResult<HGraph> {
+        match graph.never {}
+    }
+    fn find_in_clone(&self, key: HNode, _: &HGraph, _: &HGraph) -> DriverResult<HNode> {
+        match key.never {}
+    }
+    fn update_exec(&self, exec: &mut HGraphExec, _: &HGraph, _: &HGraph) -> DriverResult<()> {
+        match exec.never {}
+    }
+    unsafe fn set_op(
+        &self,
+        _: &mut HGraph,
+        key: HNode,
+        _: Option<(&mut HGraphExec, HNode)>,
+        _: PortableOp<Region<'_, HBlock>>,
+    ) -> DriverResult<()> {
+        match key.never {}
+    }
+    unsafe fn set_kernel(
+        &self,
+        _: &mut HGraph,
+        key: HNode,
+        _: Option<(&mut HGraphExec, HNode)>,
+        _: &HipKernelModule,
+        _: &Kernel,
+        _: [u32; 3],
+        _: &[RawArg<'_, HBlock>],
+    ) -> DriverResult<()> {
+        match key.never {}
+    }
+    unsafe fn launch_child(&self, child: &HGraph, _: &HStream) -> DriverResult<()> {
+        match child.never {}
+    }
+    fn conditional_support(&self, _: ConditionalKind) -> std::result::Result<(), String> {
+        match self.never {}
+    }
+    unsafe fn begin_conditional(
+        &self,
+        _: &HStream,
+        _: ConditionalKind,
+        _: Bytes<'_, HBlock>,
+        _: u32,
+    ) -> DriverResult<HNoConditional> {
+        match self.never {}
+    }
+    unsafe fn begin_branch(
+        &self,
+        conditional: &mut HNoConditional,
+        _: usize,
+        _: &HStream,
+        _: CaptureErrorMode,
+    ) -> DriverResult<()> {
+        match *conditional {}
+    }
+    unsafe fn end_branch(
+        &self,
+        conditional: &mut HNoConditional,
+        _: usize,
+        _: &HStream,
+    ) -> DriverResult<()> {
+        match *conditional {}
+    }
+    unsafe fn end_conditional(&self, conditional: HNoConditional, _: &HStream) -> DriverResult<()> {
+        match conditional {}
     }
 }

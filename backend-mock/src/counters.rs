@@ -54,6 +54,14 @@ pub struct MockCounters {
     /// Data races the race sanitizer found (each one also failed the work that raced, and is
     /// in [`crate::MockBackend::race_reports`]).
     pub data_races: u64,
+    /// Executables updated in place from another graph (`update_from`): what an update does
+    /// instead of an instantiation.
+    pub graph_updates: u64,
+    /// Nodes of executables set in place (`update_node`).
+    pub node_updates: u64,
+    /// Bodies of conditional nodes run (an `if` node's taken branch once, a `while` node's
+    /// body once per iteration).
+    pub conditional_bodies_run: u64,
 }
 
 /// The live counters.
@@ -69,6 +77,9 @@ pub(crate) struct Counters {
     pub(crate) frees_in_host_callbacks: AtomicU64,
     pub(crate) unsafe_calls_meeting_captures: AtomicU64,
     pub(crate) data_races: AtomicU64,
+    pub(crate) graph_updates: AtomicU64,
+    pub(crate) node_updates: AtomicU64,
+    pub(crate) conditional_bodies_run: AtomicU64,
 }
 
 impl Counters {
@@ -89,6 +100,9 @@ impl Counters {
             frees_in_host_callbacks: get(&self.frees_in_host_callbacks),
             unsafe_calls_meeting_captures: get(&self.unsafe_calls_meeting_captures),
             data_races: get(&self.data_races),
+            graph_updates: get(&self.graph_updates),
+            node_updates: get(&self.node_updates),
+            conditional_bodies_run: get(&self.conditional_bodies_run),
         }
     }
 
@@ -104,6 +118,9 @@ impl Counters {
             &self.frees_in_host_callbacks,
             &self.unsafe_calls_meeting_captures,
             &self.data_races,
+            &self.graph_updates,
+            &self.node_updates,
+            &self.conditional_bodies_run,
         ] {
             c.store(0, Ordering::Relaxed);
         }

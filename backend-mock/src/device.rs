@@ -125,6 +125,12 @@ impl Driver for MockDevice {
         caps.uncapturable_default_stream = true;
         caps.capture_modes_enforced = true;
         caps.event_timing = true;
+        // Graph editing in software: records patched in place, children inlined, conditions
+        // read from simulated memory when their node runs.
+        caps.graph_update = true;
+        caps.child_graphs = true;
+        caps.conditional_nodes = true;
+        caps.conditional_if_else = true;
         caps
     }
 

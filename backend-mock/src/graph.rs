@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use accel_graph_api::GraphTopology;
+use accel_graph_api::{GraphTopology, InstantiateFlags};
 use accel_graph_driver::{
     DriverResult,
     api::DriverGraphs,
@@ -20,6 +20,7 @@ use crate::{
 
 /// A captured graph of the mock: the recorded commands with their dependencies, in capture
 /// order (a topological order). What [`accel_graph_api::Graph::raw_graph`] returns.
+#[derive(Clone)]
 pub struct MockRawGraph {
     pub(crate) nodes: Vec<Node<MockCommand>>,
 }
@@ -50,12 +51,46 @@ impl std::fmt::Debug for MockRawGraph {
 }
 
 /// An instantiated mock graph: its commands in one flat vector, resolved to memory, so a
-/// replay does no lookup, takes no lock and allocates nothing per node. What
-/// [`accel_graph_api::Graph::executable`] returns.
+/// replay does no lookup, takes no lock and allocates nothing per node. Child graphs are
+/// inlined (their commands take their place); conditional nodes stay one command each,
+/// deciding when they run. What [`accel_graph_api::Graph::executable`] returns.
 pub struct MockExecutable {
-    commands: Vec<MockCommand>,
+    pub(crate) commands: Vec<MockCommand>,
+    /// Per node of the raw graph: its command's place in `commands` (`None` for a child
+    /// graph, inlined as several).
+    pub(crate) node_map: Vec<Option<usize>>,
     /// What a replay touches, for the race sanitizer (empty when it is off).
-    accesses: ReplayAccesses,
+    pub(crate) accesses: ReplayAccesses,
+}
+
+impl MockExecutable {
+    /// The plan of `nodes`: their commands in capture order, child graphs inlined.
+    pub(crate) fn plan(device: &MockDevice, nodes: &[Node<MockCommand>]) -> Self {
+        let mut commands = Vec::with_capacity(nodes.len());
+        let mut node_map = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            match &node.command {
+                MockCommand::Child(inner) => {
+                    node_map.push(None);
+                    crate::editing::inline(inner, &mut commands);
+                }
+                command => {
+                    node_map.push(Some(commands.len()));
+                    commands.push(command.clone());
+                }
+            }
+        }
+        let accesses = if device.races.enabled() {
+            ReplayAccesses::of(&commands)
+        } else {
+            ReplayAccesses::default()
+        };
+        MockExecutable {
+            commands,
+            node_map,
+            accesses,
+        }
+    }
 }
 
 impl MockExecutable {
@@ -81,20 +116,20 @@ impl std::fmt::Debug for MockExecutable {
 impl DriverGraphs for MockDevice {
     type Exec = MockExecutable;
 
-    fn instantiate(&self, graph: &MockRawGraph) -> DriverResult<MockExecutable> {
+    /// The flags are honoured trivially: the simulated device allocates nothing inside a
+    /// graph and runs nodes in capture order (device launch is refused by the driver layer).
+    fn instantiate(
+        &self,
+        graph: &MockRawGraph,
+        _flags: InstantiateFlags,
+    ) -> DriverResult<MockExecutable> {
         self.alive()?;
         self.fault(FaultSite::Instantiate)?;
         Counters::bump(&self.counters.instantiations, 1);
         // Capture order is a topological order (a node only depends on earlier nodes), so the
         // plan runs the nodes in order; a wider device would run independent branches
         // concurrently, with the same result, since branches of a valid graph do not race.
-        let commands: Vec<MockCommand> = graph.nodes.iter().map(|n| n.command.clone()).collect();
-        let accesses = if self.races.enabled() {
-            ReplayAccesses::of(&commands)
-        } else {
-            ReplayAccesses::default()
-        };
-        Ok(MockExecutable { commands, accesses })
+        Ok(MockExecutable::plan(self, &graph.nodes))
     }
 
     fn upload_exec(

@@ -33,7 +33,7 @@ pub(crate) struct ByteRange {
 }
 
 impl ByteRange {
-    fn of(bytes: Bytes<'_, Arc<MockBlock>>) -> Self {
+    pub(crate) fn of(bytes: Bytes<'_, Arc<MockBlock>>) -> Self {
         ByteRange {
             block: Arc::clone(bytes.block),
             offset: bytes.offset,

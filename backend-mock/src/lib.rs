@@ -113,6 +113,7 @@ mod capture;
 mod config;
 mod counters;
 mod device;
+mod editing;
 mod error;
 mod event;
 mod faults;
@@ -127,6 +128,7 @@ pub use backend::{MockBackend, MockBuffer, MockEvent, MockGraph, MockGraphImpl, 
 pub use config::MockConfig;
 pub use counters::MockCounters;
 pub use device::MockDevice;
+pub use editing::{MockConditionalBuild, WHILE_ITERATION_LIMIT};
 pub use event::MockEventState;
 pub use faults::FaultSite;
 pub use graph::{MockExecutable, MockRawGraph};

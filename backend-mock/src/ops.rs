@@ -15,6 +15,7 @@ use accel_graph_api::{GraphError, NodeKind, PortableOp};
 use accel_graph_driver::{
     DriverError, DriverResult,
     api::{DriverOps, HostFn, Region},
+    software::Node,
 };
 
 use crate::{
@@ -85,6 +86,12 @@ pub(crate) enum MockCommand {
     Kernel(Arc<crate::kernels::KernelLaunch>),
     /// A matrix product.
     Gemm(Arc<crate::kernels::GemmLaunch>),
+    /// A child graph: another graph's recorded commands, run in their order (inlined into the
+    /// plan an instantiation makes).
+    Child(Arc<Vec<Node<MockCommand>>>),
+    /// A conditional node: bodies run or skipped by a condition in simulated memory, read when
+    /// the node runs.
+    Conditional(Arc<crate::editing::MockConditional>),
 }
 
 impl MockCommand {
@@ -96,6 +103,8 @@ impl MockCommand {
             MockCommand::Host(_) => NodeKind::Host,
             MockCommand::RecordEvent(_) => NodeKind::EventRecord,
             MockCommand::WaitEvent(_) => NodeKind::EventWait,
+            MockCommand::Child(_) => NodeKind::Graph,
+            MockCommand::Conditional(_) => NodeKind::Conditional,
         }
     }
 
@@ -109,6 +118,8 @@ impl MockCommand {
             MockCommand::Host(_) => "host_callback".to_owned(),
             MockCommand::RecordEvent(_) => "event_record".to_owned(),
             MockCommand::WaitEvent(_) => "event_wait".to_owned(),
+            MockCommand::Child(nodes) => format!("child graph ({} nodes)", nodes.len()),
+            MockCommand::Conditional(c) => c.label(),
         }
     }
 
@@ -125,6 +136,13 @@ impl MockCommand {
             }
             MockCommand::Kernel(k) => k.blocks().find_map(released),
             MockCommand::Gemm(g) => g.blocks().into_iter().find_map(released),
+            MockCommand::Child(nodes) => nodes.iter().find_map(|n| n.command.released_address()),
+            MockCommand::Conditional(c) => released(&c.cond.block).or_else(|| {
+                c.bodies
+                    .iter()
+                    .flatten()
+                    .find_map(MockCommand::released_address)
+            }),
             _ => None,
         }
     }
@@ -234,6 +252,12 @@ impl MockDevice {
             MockCommand::WaitEvent(_) => {}
             MockCommand::Kernel(k) => k.run()?,
             MockCommand::Gemm(g) => g.run(),
+            MockCommand::Child(nodes) => {
+                for inner in nodes.iter() {
+                    self.execute(&inner.command, node)?;
+                }
+            }
+            MockCommand::Conditional(c) => self.run_conditional(c, node)?,
         }
         self.tick();
         Ok(())

@@ -161,19 +161,21 @@ fn the_default_stream_cannot_join_a_capture() -> Result<()> {
     Ok(())
 }
 
-/// The software capture cannot nest a graph in another one: a replay into a capturing stream
-/// is `Unsupported` (and runs nothing).
+/// A replay into a capturing stream records the graph as one child node of the capture: it
+/// runs nothing then, and the outer graph's replays run it.
 #[test]
-fn replay_into_a_capturing_stream_is_unsupported() -> Result<()> {
+fn replay_into_a_capturing_stream_is_a_child_node() -> Result<()> {
     let b = MockBackend::new();
     let x = b.alloc_from(&[1.0])?;
     let s = b.new_stream()?;
     let mut inner = b.graph(GraphOptions::new())?;
     b.capture_on(&s, &mut inner, || b.scale(&x, 2.0))?;
-    let mut outer = b.graph(GraphOptions::new())?;
-    let r = b.capture_on(&s, &mut outer, || inner.replay());
-    assert!(matches!(r, Err(GraphError::Unsupported { .. })), "{r:?}");
-    assert_eq!(outer.state(), GraphState::Empty);
+    let mut outer = b.graph(GraphOptions::new().keep_graph(true))?;
+    b.capture_on(&s, &mut outer, || inner.replay())?;
+    assert_eq!(outer.state(), GraphState::Captured);
+    assert_eq!(outer.nodes()?.count(accel_graph_api::NodeKind::Graph), 1);
     assert_eq!(b.download(&x)?, vec![1.0]);
+    outer.replay()?;
+    assert_eq!(b.download(&x)?, vec![2.0]);
     Ok(())
 }

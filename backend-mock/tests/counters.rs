@@ -38,6 +38,9 @@ fn counters_follow_the_work() -> Result<()> {
             frees_in_host_callbacks: 0,
             unsafe_calls_meeting_captures: 0,
             data_races: 0,
+            graph_updates: 0,
+            node_updates: 0,
+            conditional_bodies_run: 0,
         }
     );
     g.instantiate()?; // explicit re-instantiation counts too

@@ -5,7 +5,7 @@
 use std::{ffi::c_void, sync::Arc};
 
 use accel_graph_api::NodeKind;
-use accel_graph_driver::{DriverResult, api::HostFn};
+use accel_graph_driver::{DriverResult, api::HostFn, software::Node};
 
 use crate::{
     WgpuDevice, event::WgpuEventState, kernels::ResolvedDispatch, stream::WgpuStreamState,
@@ -48,6 +48,10 @@ pub(crate) enum Command {
     /// Work that touches nothing (an op on an empty buffer, a copy onto itself): still a node,
     /// so graphs of generic code have the same shape on every backend.
     Nothing { kind: NodeKind, label: &'static str },
+    /// A child graph: another graph's recorded commands, inlined by instantiation.
+    Child(crate::nested::Nested<Vec<Node<Command>>>),
+    /// A conditional node: bodies run or skipped by a condition read back when it runs.
+    Conditional(crate::nested::Nested<crate::editing::WgpuConditional>),
 }
 
 impl Command {
@@ -60,6 +64,28 @@ impl Command {
             Command::RecordEvent(_) => NodeKind::EventRecord,
             Command::WaitEvent => NodeKind::EventWait,
             Command::Nothing { kind, .. } => *kind,
+            Command::Child(_) => NodeKind::Graph,
+            Command::Conditional(_) => NodeKind::Conditional,
+        }
+    }
+
+    /// Whether the command is a user's dispatch binding resources its user owns (a replay of
+    /// it checks for validation errors: the user may have destroyed one).
+    pub(crate) fn is_foreign_dispatch(&self) -> bool {
+        matches!(self, Command::Dispatch(d) if d.is_foreign())
+    }
+
+    /// Whether the command puts work on the GPU (encoding skips the others).
+    pub(crate) fn is_gpu_work(&self) -> bool {
+        match self {
+            Command::Dispatch(_) | Command::Copy { .. } => true,
+            Command::RecordEvent(event) => event.timer().is_some(),
+            // Children and conditionals never reach a run: instantiation expands them.
+            Command::Host(_)
+            | Command::WaitEvent
+            | Command::Nothing { .. }
+            | Command::Child(_)
+            | Command::Conditional(_) => false,
         }
     }
 
@@ -72,6 +98,8 @@ impl Command {
             Command::RecordEvent(_) => "event_record".to_owned(),
             Command::WaitEvent => "event_wait".to_owned(),
             Command::Nothing { label, .. } => (*label).to_owned(),
+            Command::Child(nodes) => format!("child graph ({} nodes)", nodes.len()),
+            Command::Conditional(c) => c.label(),
         }
     }
 }
@@ -94,12 +122,7 @@ pub(crate) fn encode_run(
     // run time until the pass drops, which happens before every copy or timestamp.
     let mut pass: Option<wgpu::ComputePass<'static>> = None;
     for command in commands {
-        let gpu_work = match command {
-            Command::Dispatch(_) | Command::Copy { .. } => true,
-            Command::RecordEvent(event) => event.timer().is_some(),
-            Command::Host(_) | Command::WaitEvent | Command::Nothing { .. } => false,
-        };
-        if !gpu_work {
+        if !command.is_gpu_work() {
             continue;
         }
         let encoder = encoder.get_or_insert_with(|| {
@@ -130,7 +153,11 @@ pub(crate) fn encode_run(
                     timer.encode(encoder);
                 }
             }
-            Command::Host(_) | Command::WaitEvent | Command::Nothing { .. } => {}
+            Command::Host(_)
+            | Command::WaitEvent
+            | Command::Nothing { .. }
+            | Command::Child(_)
+            | Command::Conditional(_) => {}
         }
     }
     drop(pass);

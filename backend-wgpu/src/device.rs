@@ -414,8 +414,8 @@ impl Driver for WgpuDevice {
     /// Software graphs with fork/join and enforced capture modes; host callbacks run on the
     /// calling thread once the stream's earlier work has completed (eagerly, and at their
     /// place during replay, which then blocks until they ran); timing events where the
-    /// adapter has timestamp queries; no graph upload and no native work capture (wgpu has
-    /// neither).
+    /// adapter has timestamp queries; graph editing (in software); no graph upload and no
+    /// native work capture (wgpu has neither).
     fn capabilities(&self) -> Capabilities {
         let mut caps = Capabilities::none(adapter::describe(&self.gpu.info));
         caps.host_callbacks = true;
@@ -423,6 +423,12 @@ impl Driver for WgpuDevice {
         caps.uncapturable_default_stream = true;
         caps.capture_modes_enforced = true;
         caps.event_timing = self.gpu.timestamps;
+        // Graph editing in software: recorded commands re-resolved in place, children
+        // inlined, conditions read back when their node runs.
+        caps.graph_update = true;
+        caps.child_graphs = true;
+        caps.conditional_nodes = true;
+        caps.conditional_if_else = true;
         caps
     }
 

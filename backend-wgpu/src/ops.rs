@@ -58,7 +58,7 @@ fn kernel_of<T>(op: &PortableOp<T>) -> Option<Kernel> {
 impl WgpuDevice {
     /// The command that runs `op`: a resolved kernel launch, a buffer copy, or a node that
     /// does nothing.
-    fn resolve(&self, op: PortableOp<Region<'_, WgpuBlock>>) -> DriverResult<Command> {
+    pub(crate) fn resolve(&self, op: PortableOp<Region<'_, WgpuBlock>>) -> DriverResult<Command> {
         let (out, input) = op.operands();
         let len = out.len;
         let Some(kernel) = kernel_of(&op) else {

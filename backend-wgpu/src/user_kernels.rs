@@ -178,6 +178,112 @@ impl WgpuDevice {
     }
 }
 
+impl WgpuDevice {
+    /// The dispatch that launches `kernel` over `grid` with `args`: checked against the
+    /// adapter's limits and WebGPU's binding rules, bound, ready to issue or to set into a
+    /// node (an update).
+    pub(crate) fn resolve_kernel(
+        &self,
+        module: &WgpuKernelModule,
+        kernel: &Kernel,
+        grid: [u32; 3],
+        args: &[RawArg<'_, WgpuBlock>],
+    ) -> DriverResult<Command> {
+        let gpu = self.gpu();
+        let max_groups = gpu.limits.max_compute_workgroups_per_dimension;
+        if grid.iter().any(|&g| g > max_groups) {
+            return Err(unsupported(
+                kernel,
+                format!(
+                    "grid {grid:?} exceeds the adapter's {max_groups} workgroups per dimension"
+                ),
+            ));
+        }
+        let buffers: Vec<(usize, Bytes<'_, WgpuBlock>, Access)> = args
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| match *a {
+                RawArg::Buffer { bytes, access, .. } => Some((i, bytes, access)),
+                RawArg::Scalar(_) => None,
+            })
+            .collect();
+        // WebGPU forbids one buffer bound read-only and read-write in one dispatch (and the
+        // shader's access must match its binding's): such a launch cannot be bound.
+        for (n, (i, x, xa)) in buffers.iter().enumerate() {
+            for (j, y, ya) in &buffers[n + 1..] {
+                if x.len > 0
+                    && y.len > 0
+                    && x.block.address() == y.block.address()
+                    && xa.writes() != ya.writes()
+                {
+                    let name = |p: usize| kernel.params()[p].name().to_owned();
+                    return Err(unsupported(
+                        kernel,
+                        format!(
+                            "parameters {i} ({}, {xa:?}) and {j} ({}, {ya:?}) are views of one \
+                             buffer; WebGPU cannot bind one buffer read-only and read-write in \
+                             one dispatch: pass separate buffers, or declare both parameters \
+                             Access::ReadWrite",
+                            name(*i),
+                            name(*j)
+                        ),
+                    ));
+                }
+            }
+        }
+        let mut resources = Vec::with_capacity(buffers.len() + 1);
+        for (i, bytes, access) in &buffers {
+            resources.push(self.kernel_binding(kernel, *i, bytes, *access)?);
+        }
+        let scalars: Vec<u32> = args
+            .iter()
+            .filter_map(|a| match a {
+                RawArg::Scalar(s) => Some(s.bits()),
+                RawArg::Buffer { .. } => None,
+            })
+            .collect();
+        let uniform = (!scalars.is_empty()).then(|| {
+            let mut block = scalars.clone();
+            block.resize((scalar_block_bytes(scalars.len()) / 4) as usize, 0);
+            gpu.device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("accel-graph kernel scalars"),
+                    contents: bytemuck::cast_slice(&block),
+                    usage: wgpu::BufferUsages::UNIFORM,
+                })
+        });
+        if let Some(uniform) = &uniform {
+            resources.push(uniform.as_entire_binding());
+        }
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = resources
+            .into_iter()
+            .enumerate()
+            .map(|(binding, resource)| wgpu::BindGroupEntry {
+                binding: binding as u32,
+                resource,
+            })
+            .collect();
+        // A view shorter than what the WGSL's types need is refused here by wgpu.
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(kernel.name()),
+            layout: &module.layout,
+            entries: &entries,
+        });
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            return Err(failed(kernel, error.to_string()));
+        }
+        let dispatch = ResolvedDispatch::new(
+            DispatchName::Named(Arc::clone(&module.name)),
+            NodeKind::Kernel,
+            module.pipeline.clone(),
+            vec![(0, bind_group)],
+            grid,
+        );
+        Ok(Command::Dispatch(dispatch))
+    }
+}
+
 impl DriverKernels for WgpuDevice {
     type Module = WgpuKernelModule;
 
@@ -275,100 +381,8 @@ impl DriverKernels for WgpuDevice {
         args: &[RawArg<'_, WgpuBlock>],
         stream: &WgpuStreamState,
     ) -> DriverResult<()> {
-        let gpu = self.gpu();
-        let max_groups = gpu.limits.max_compute_workgroups_per_dimension;
-        if grid.iter().any(|&g| g > max_groups) {
-            return Err(unsupported(
-                kernel,
-                format!(
-                    "grid {grid:?} exceeds the adapter's {max_groups} workgroups per dimension"
-                ),
-            ));
-        }
-        let buffers: Vec<(usize, Bytes<'_, WgpuBlock>, Access)> = args
-            .iter()
-            .enumerate()
-            .filter_map(|(i, a)| match *a {
-                RawArg::Buffer { bytes, access, .. } => Some((i, bytes, access)),
-                RawArg::Scalar(_) => None,
-            })
-            .collect();
-        // WebGPU forbids one buffer bound read-only and read-write in one dispatch (and the
-        // shader's access must match its binding's): such a launch cannot be bound.
-        for (n, (i, x, xa)) in buffers.iter().enumerate() {
-            for (j, y, ya) in &buffers[n + 1..] {
-                if x.len > 0
-                    && y.len > 0
-                    && x.block.address() == y.block.address()
-                    && xa.writes() != ya.writes()
-                {
-                    let name = |p: usize| kernel.params()[p].name().to_owned();
-                    return Err(unsupported(
-                        kernel,
-                        format!(
-                            "parameters {i} ({}, {xa:?}) and {j} ({}, {ya:?}) are views of one \
-                             buffer; WebGPU cannot bind one buffer read-only and read-write in \
-                             one dispatch: pass separate buffers, or declare both parameters \
-                             Access::ReadWrite",
-                            name(*i),
-                            name(*j)
-                        ),
-                    ));
-                }
-            }
-        }
-        let mut resources = Vec::with_capacity(buffers.len() + 1);
-        for (i, bytes, access) in &buffers {
-            resources.push(self.kernel_binding(kernel, *i, bytes, *access)?);
-        }
-        let scalars: Vec<u32> = args
-            .iter()
-            .filter_map(|a| match a {
-                RawArg::Scalar(s) => Some(s.bits()),
-                RawArg::Buffer { .. } => None,
-            })
-            .collect();
-        let uniform = (!scalars.is_empty()).then(|| {
-            let mut block = scalars.clone();
-            block.resize((scalar_block_bytes(scalars.len()) / 4) as usize, 0);
-            gpu.device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some("accel-graph kernel scalars"),
-                    contents: bytemuck::cast_slice(&block),
-                    usage: wgpu::BufferUsages::UNIFORM,
-                })
-        });
-        if let Some(uniform) = &uniform {
-            resources.push(uniform.as_entire_binding());
-        }
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = resources
-            .into_iter()
-            .enumerate()
-            .map(|(binding, resource)| wgpu::BindGroupEntry {
-                binding: binding as u32,
-                resource,
-            })
-            .collect();
-        // A view shorter than what the WGSL's types need is refused here by wgpu.
-        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(kernel.name()),
-            layout: &module.layout,
-            entries: &entries,
-        });
-        if let Some(error) = pollster::block_on(scope.pop()) {
-            return Err(failed(kernel, error.to_string()));
-        }
-        let dispatch = ResolvedDispatch::new(
-            DispatchName::Named(Arc::clone(&module.name)),
-            NodeKind::Kernel,
-            module.pipeline.clone(),
-            vec![(0, bind_group)],
-            grid,
-        );
-        self.issue_checked(stream, Command::Dispatch(dispatch), |message| {
-            failed(kernel, message)
-        })
+        let command = self.resolve_kernel(module, kernel, grid, args)?;
+        self.issue_checked(stream, command, |message| failed(kernel, message))
     }
 
     unsafe fn gemm(

@@ -170,6 +170,46 @@ pub mod requirements {
         })
     }
 
+    /// Needs graph updates (`capabilities().graph_update`).
+    pub fn graph_update(caps: &Capabilities) -> Result<(), String> {
+        caps.graph_update.then_some(()).ok_or_else(|| {
+            "backend cannot update graphs (capabilities().graph_update is false)".to_owned()
+        })
+    }
+
+    /// Needs child-graph nodes (`capabilities().child_graphs`).
+    pub fn child_graphs(caps: &Capabilities) -> Result<(), String> {
+        caps.child_graphs.then_some(()).ok_or_else(|| {
+            "backend has no child-graph nodes (capabilities().child_graphs is false)".to_owned()
+        })
+    }
+
+    /// Needs `if_then` and `while_loop` nodes (`capabilities().conditional_nodes`).
+    pub fn conditional_nodes(caps: &Capabilities) -> Result<(), String> {
+        caps.conditional_nodes.then_some(()).ok_or_else(|| {
+            "backend has no conditional nodes (capabilities().conditional_nodes is false)"
+                .to_owned()
+        })
+    }
+
+    /// Needs `if_else` nodes (`capabilities().conditional_if_else`) and the other conditional
+    /// nodes.
+    pub fn conditional_if_else(caps: &Capabilities) -> Result<(), String> {
+        conditional_nodes(caps)?;
+        caps.conditional_if_else.then_some(()).ok_or_else(|| {
+            "backend has no if_else nodes (capabilities().conditional_if_else is false)".to_owned()
+        })
+    }
+
+    /// Runs only where conditional nodes are missing: the case checks how they are refused.
+    pub fn no_conditional_nodes(caps: &Capabilities) -> Result<(), String> {
+        if caps.conditional_nodes {
+            Err("backend has conditional nodes: there is no refusal to check".to_owned())
+        } else {
+            Ok(())
+        }
+    }
+
     /// Needs events that measure time (`elapsed_time`), also across a replayed graph.
     pub fn event_timing(caps: &Capabilities) -> Result<(), String> {
         caps.event_timing.then_some(()).ok_or_else(|| {

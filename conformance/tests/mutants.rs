@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use accel_graph_api::{
-    Backend, BackendKind, BlockInfo, Capabilities, Element, EventOptions, FloatElement, Gemm,
-    GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp,
-    PortableOps, Result, View,
+    Backend, BackendKind, BlockInfo, Capabilities, CapturedNode, ConditionElement, Element,
+    EventOptions, FloatElement, Gemm, GraphError, GraphOptions, HostCallback, InstanceCache,
+    MemoryStats, PoolId, PortableOp, PortableOps, Result, View,
     kernel::{Kernel, KernelArg},
 };
 use accel_graph_conformance::{Outcome, Target, cases, run_case};
@@ -191,6 +191,42 @@ impl Backend for Mutant {
     }
     fn graph_pool_handle(&self) -> PoolId {
         self.inner.graph_pool_handle()
+    }
+    fn captured_node(&self) -> Result<CapturedNode> {
+        self.inner.captured_node()
+    }
+    fn update_graph(&self, graph: &mut Self::Graph, from: &Self::Graph) -> Result<()> {
+        self.inner.update_graph(graph, from)
+    }
+    fn update_node(
+        &self,
+        graph: &mut Self::Graph,
+        node: CapturedNode,
+        args: &[(usize, KernelArg<'_, Self::Memory>)],
+    ) -> Result<()> {
+        self.inner.update_node(graph, node, args)
+    }
+    fn if_then<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, Self::Buffer<T>>>,
+        then: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        self.inner.if_then(cond, then)
+    }
+    fn if_else<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, Self::Buffer<T>>>,
+        then: impl FnOnce() -> Result<()>,
+        otherwise: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        self.inner.if_else(cond, then, otherwise)
+    }
+    fn while_loop<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, Self::Buffer<T>>>,
+        body: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
+        self.inner.while_loop(cond, body)
     }
 }
 

@@ -5,9 +5,9 @@ mod interop;
 use std::sync::Arc;
 
 use accel_graph_api::{
-    Backend, BackendKind, BlockInfo, Capabilities, DeviceBuffer, Element, EventOptions,
-    FloatElement, Gemm, Graph, GraphError, GraphOptions, HostCallback, InstanceCache, MemoryStats,
-    PoolId, PortableOp, PortableOps, Result, View,
+    Backend, BackendKind, BlockInfo, Capabilities, CapturedNode, ConditionElement, ConditionalKind,
+    DeviceBuffer, Element, EventOptions, FloatElement, Gemm, Graph, GraphError, GraphOptions,
+    HostCallback, InstanceCache, MemoryStats, PoolId, PortableOp, PortableOps, Result, View,
     backend_kit::new_graph,
     kernel::{Kernel, KernelArg, Param, check_arguments, check_grid},
 };
@@ -16,6 +16,7 @@ use crate::{
     BufferMemory, Driver, DriverBuffer, DriverEvent, DriverGraph, DriverResult, DriverStream,
     api::{Bytes, RawArg, Region},
     capture::CaptureEntry,
+    editing::{self, Bound, BoundArg, KernelWork, Signature, Work},
     errors::{CallSite, waits_for_capturing_stream},
     host::{self, HostCall},
     shared::Shared,
@@ -61,6 +62,10 @@ impl<D: Driver> DriverBackend<D> {
     /// The driver, for what only this backend offers.
     pub fn driver(&self) -> &D {
         &self.shared.driver
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared<D>> {
+        &self.shared
     }
 
     /// True while any capture of the instance's capture domain runs.
@@ -182,7 +187,8 @@ impl<D: Driver> PortableOps for DriverBackend<D> {
         shared.current.with(|stream| {
             // Decided and launched with the membership settled (see `crate::stream`).
             let settled = stream.inner.settled()?;
-            if let Some(entry) = Self::valid_capture(&settled)? {
+            let capture = Self::valid_capture(&settled)?;
+            if let Some(entry) = capture {
                 entry.keep_block(out.buffer().memory());
                 if let Some(input) = input {
                     entry.keep_block(input.buffer().memory());
@@ -201,7 +207,13 @@ impl<D: Driver> PortableOps for DriverBackend<D> {
                 // while its executables can launch.
                 unsafe { shared.driver.launch_op(regions, &stream.inner.raw) },
                 CallSite::op(op.name()),
-            )
+            )?;
+            if let Some(entry) = &capture {
+                editing::record(shared, entry, stream, || {
+                    Work::Op(op.map(|v| Bound::of_view(&v)))
+                });
+            }
+            Ok(())
         })
     }
 }
@@ -326,6 +338,12 @@ impl<D: Driver> Backend for DriverBackend<D> {
         shared.current.with(|stream| {
             let settled = stream.inner.settled()?;
             let capture = Self::valid_capture(&settled)?;
+            if let Some(entry) = capture
+                && event.options.external
+                && editing::in_body(shared, entry, stream)
+            {
+                return Err(editing::not_in_body("an external event's record"));
+            }
             // An external event recorded in a capture is a node that each replay records:
             // what a wait on it waits for is decided at replay time, so it orders nothing here.
             let stamp = if capture.is_some() && event.options.external {
@@ -357,6 +375,9 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let joined_before = match stream.inner.capture() {
             Some(entry) => {
                 entry.record.ensure_valid()?;
+                if event.options.external && editing::in_body(shared, &entry, &stream) {
+                    return Err(editing::not_in_body("an external event's wait"));
+                }
                 true
             }
             None => false,
@@ -662,6 +683,9 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let settled = stream.inner.settled()?;
         match Self::valid_capture(&settled)? {
             Some(entry) => {
+                if editing::in_body(shared, &entry, &stream) {
+                    return Err(editing::not_in_body("host_callback"));
+                }
                 let label = format!(
                     "host node #{} of graph {}",
                     entry.next_host_node(),
@@ -678,6 +702,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
                         .launch_host(&stream.inner.raw, host::run_kept, data)
                 };
                 shared.check(launched, CallSite::op("host_callback"))?;
+                editing::record(shared, &entry, &stream, || Work::Fixed(Signature::Host));
             }
             None => {
                 let call = HostCall::new(f, "(eager)".to_owned(), Arc::clone(&shared.host_panics));
@@ -745,7 +770,8 @@ impl<D: Driver> Backend for DriverBackend<D> {
         shared.current.with(|stream| {
             // Decided and launched with the membership settled (see `crate::stream`).
             let settled = stream.inner.settled()?;
-            if let Some(entry) = Self::valid_capture(&settled)? {
+            let capture = Self::valid_capture(&settled)?;
+            if let Some(entry) = capture {
                 for arg in args {
                     if let KernelArg::Buffer { memory, .. } = arg {
                         entry.keep_block(memory.allocation());
@@ -762,7 +788,42 @@ impl<D: Driver> Backend for DriverBackend<D> {
                         .launch_kernel(&module, kernel, grid, &raw, &stream.inner.raw)
                 },
                 CallSite::op("launch_kernel"),
-            )
+            )?;
+            if let Some(entry) = &capture {
+                editing::record(shared, entry, stream, || {
+                    Work::Kernel(KernelWork {
+                        kernel: kernel.clone(),
+                        module: Arc::clone(&module),
+                        grid,
+                        args: kernel
+                            .params()
+                            .iter()
+                            .zip(args)
+                            .map(|(param, arg)| match (param, arg) {
+                                (
+                                    Param::Buffer { access, .. },
+                                    KernelArg::Buffer {
+                                        memory,
+                                        element,
+                                        offset,
+                                        len,
+                                        ..
+                                    },
+                                ) => BoundArg::Buffer {
+                                    bound: Bound::of_memory(memory, *offset, *len, *element),
+                                    access: *access,
+                                },
+                                (_, KernelArg::Scalar(s)) => BoundArg::Scalar(*s),
+                                // `check_arguments` matched kinds above.
+                                (Param::Scalar { .. }, KernelArg::Buffer { .. }) => {
+                                    BoundArg::Scalar(accel_graph_api::kernel::Scalar::U32(0))
+                                }
+                            })
+                            .collect(),
+                    })
+                });
+            }
+            Ok(())
         })
     }
 
@@ -787,7 +848,8 @@ impl<D: Driver> Backend for DriverBackend<D> {
         shared.current.with(|stream| {
             // Decided and launched with the membership settled (see `crate::stream`).
             let settled = stream.inner.settled()?;
-            if let Some(entry) = Self::valid_capture(&settled)? {
+            let capture = Self::valid_capture(&settled)?;
+            if let Some(entry) = capture {
                 for view in [&a, &b, &c] {
                     entry.keep_block(view.buffer().memory());
                 }
@@ -807,7 +869,16 @@ impl<D: Driver> Backend for DriverBackend<D> {
                     )
                 },
                 CallSite::op("gemm"),
-            )
+            )?;
+            if let Some(entry) = &capture {
+                editing::record(shared, entry, stream, || {
+                    Work::Fixed(Signature::Gemm {
+                        spec: *spec,
+                        dtype: T::DTYPE,
+                    })
+                });
+            }
+            Ok(())
         })
     }
 
@@ -816,10 +887,69 @@ impl<D: Driver> Backend for DriverBackend<D> {
         if let Some(pool) = options.pool {
             self.shared.pools.check_issued(pool)?;
         }
-        new_graph(DriverGraph::new(Arc::clone(&self.shared)), options)
+        crate::editing::check_flags(&self.shared, options.instantiate)?;
+        new_graph(
+            DriverGraph::new(Arc::clone(&self.shared), options.instantiate),
+            options,
+        )
     }
 
     fn graph_pool_handle(&self) -> PoolId {
         self.shared.pools.issue_user_pool()
+    }
+
+    fn captured_node(&self) -> Result<CapturedNode> {
+        self.captured_node_impl()
+    }
+
+    fn update_graph(
+        &self,
+        graph: &mut Graph<DriverGraph<D>>,
+        from: &Graph<DriverGraph<D>>,
+    ) -> Result<()> {
+        graph.update_from(from)
+    }
+
+    fn update_node(
+        &self,
+        graph: &mut Graph<DriverGraph<D>>,
+        node: CapturedNode,
+        args: &[(usize, KernelArg<'_, BufferMemory<D>>)],
+    ) -> Result<()> {
+        graph.update_node(node, args)
+    }
+
+    fn if_then<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, DriverBuffer<D, T>>>,
+        then: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let mut then = Some(then);
+        let mut then = || then.take().map_or(Ok(()), |f| f());
+        self.conditional(cond.into(), ConditionalKind::If, &mut [&mut then])
+    }
+
+    fn if_else<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, DriverBuffer<D, T>>>,
+        then: impl FnOnce() -> Result<()>,
+        otherwise: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let (mut then, mut otherwise) = (Some(then), Some(otherwise));
+        let mut then = || then.take().map_or(Ok(()), |f| f());
+        let mut otherwise = || otherwise.take().map_or(Ok(()), |f| f());
+        self.conditional(
+            cond.into(),
+            ConditionalKind::IfElse,
+            &mut [&mut then, &mut otherwise],
+        )
+    }
+
+    fn while_loop<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, DriverBuffer<D, T>>>,
+        mut body: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
+        self.conditional(cond.into(), ConditionalKind::While, &mut [&mut body])
     }
 }

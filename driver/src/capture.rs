@@ -25,16 +25,21 @@ use accel_graph_api::{
     },
 };
 
-use crate::{Driver, allocator::DriverAllocator, host::HostCall, stream::StreamInner};
+use crate::{
+    Driver, allocator::DriverAllocator, editing::Recorded, host::HostCall, stream::StreamInner,
+};
 
 /// What a graph keeps alive for its captured work: a hold on every block an op touched (so
 /// dropping a buffer cannot free memory a replay still writes) and the host callbacks its host
 /// nodes call.
+///
+/// Each block's hold counts the operands of the graph's work that use it, so that a node
+/// update rebinding one operand lets the old block go exactly when no other operand uses it.
 pub(crate) struct KeepAlive<D: Driver> {
-    blocks: HashMap<BlockId, BlockHold<DriverAllocator<D>>>,
-    /// Boxed: host nodes hold a thin pointer to each, which must not move.
-    #[allow(clippy::vec_box)]
-    pub(crate) callbacks: Vec<Box<HostCall>>,
+    blocks: HashMap<BlockId, (BlockHold<DriverAllocator<D>>, usize)>,
+    /// Shared: a host node holds a thin pointer to each, which must not move, and a graph
+    /// updated from another (or embedding it as a child) calls the other's callbacks too.
+    pub(crate) callbacks: Vec<Arc<HostCall>>,
 }
 
 impl<D: Driver> Default for KeepAlive<D> {
@@ -50,6 +55,48 @@ impl<D: Driver> KeepAlive<D> {
     /// Number of distinct blocks held.
     pub(crate) fn blocks(&self) -> usize {
         self.blocks.len()
+    }
+
+    /// One more use of the block of `memory`.
+    pub(crate) fn add_use(&mut self, memory: &OwnedAllocation<DriverAllocator<D>>) {
+        let entry = self
+            .blocks
+            .entry(memory.get().id())
+            .or_insert_with(|| (memory.hold(), 0));
+        entry.1 = entry.1.saturating_add(1);
+    }
+
+    /// One use fewer of block `id`; the hold goes with the last use.
+    pub(crate) fn release_use(&mut self, id: BlockId) {
+        if let Some(entry) = self.blocks.get_mut(&id) {
+            entry.1 = entry.1.saturating_sub(1);
+            if entry.1 == 0 {
+                self.blocks.remove(&id);
+            }
+        }
+    }
+
+    /// Holds of its own on everything `self` holds, with the same counts: what a graph taking
+    /// over `self`'s work keeps alive.
+    pub(crate) fn duplicate(&self) -> Self {
+        KeepAlive {
+            blocks: self
+                .blocks
+                .iter()
+                .map(|(id, (hold, uses))| (*id, (hold.clone(), *uses)))
+                .collect(),
+            callbacks: self.callbacks.clone(),
+        }
+    }
+
+    /// Holds everything `other` holds too, as one use per block: a node embedding `other`'s
+    /// work (a child graph).
+    pub(crate) fn absorb(&mut self, other: &Self) {
+        for (id, (hold, _)) in &other.blocks {
+            let entry = self.blocks.entry(*id).or_insert_with(|| (hold.clone(), 0));
+            entry.1 = entry.1.saturating_add(1);
+        }
+        self.callbacks.extend(other.callbacks.iter().cloned());
     }
 }
 
@@ -72,6 +119,8 @@ pub(crate) struct CaptureEntry<D: Driver> {
     closed: AtomicBool,
     keep: Mutex<KeepAlive<D>>,
     host_nodes: AtomicUsize,
+    /// The nodes the API issued, for graph editing.
+    recorded: Mutex<Recorded<D>>,
 }
 
 impl<D: Driver> CaptureEntry<D> {
@@ -91,7 +140,19 @@ impl<D: Driver> CaptureEntry<D> {
             closed: AtomicBool::new(false),
             keep: Mutex::new(KeepAlive::default()),
             host_nodes: AtomicUsize::new(0),
+            recorded: Mutex::new(Recorded::default()),
         })
+    }
+
+    /// The nodes the API issued so far.
+    pub(crate) fn recorded(&self) -> MutexGuard<'_, Recorded<D>> {
+        // Records are pushed whole: a panic elsewhere cannot tear them.
+        self.recorded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps everything `other` keeps alive, for a node embedding its work (a child graph).
+    pub(crate) fn keep_all(&self, other: &KeepAlive<D>) {
+        self.keep().absorb(other);
     }
 
     fn keep(&self) -> MutexGuard<'_, KeepAlive<D>> {
@@ -109,19 +170,17 @@ impl<D: Driver> CaptureEntry<D> {
         self.driver_id.get().copied()
     }
 
-    /// Keeps the block of `memory` alive for the graph (once per block).
+    /// Keeps the block of `memory` alive for the graph (one hold per block, counting its
+    /// uses).
     pub(crate) fn keep_block(&self, memory: &OwnedAllocation<DriverAllocator<D>>) {
-        let id = memory.get().id();
-        self.keep()
-            .blocks
-            .entry(id)
-            .or_insert_with(|| memory.hold());
+        self.keep().add_use(memory);
     }
 
     /// Keeps a captured host callback alive for the graph; returns the pointer its host node
     /// calls it with.
     pub(crate) fn keep_callback(&self, call: Box<HostCall>) -> *mut c_void {
-        let data = (&*call as *const HostCall).cast_mut().cast::<c_void>();
+        let call: Arc<HostCall> = Arc::from(call);
+        let data = Arc::as_ptr(&call).cast_mut().cast::<c_void>();
         self.keep().callbacks.push(call);
         data
     }
@@ -162,9 +221,9 @@ impl<D: Driver> CaptureEntry<D> {
     }
 
     /// Ends the capture's membership: no stream takes part in it any more. Returns what the
-    /// graph must keep alive. The caller holds the membership locks of the origin and of
-    /// every member.
-    pub(crate) fn close(self: &Arc<Self>) -> KeepAlive<D> {
+    /// graph must keep alive, and the nodes the API issued. The caller holds the membership
+    /// locks of the origin and of every member.
+    pub(crate) fn close(self: &Arc<Self>) -> (KeepAlive<D>, Recorded<D>) {
         let members = {
             let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
             self.closed.store(true, Ordering::Release);
@@ -173,6 +232,9 @@ impl<D: Driver> CaptureEntry<D> {
         for stream in members.iter().filter_map(Weak::upgrade) {
             stream.leave_capture(self);
         }
-        std::mem::take(&mut *self.keep())
+        (
+            std::mem::take(&mut *self.keep()),
+            std::mem::take(&mut *self.recorded()),
+        )
     }
 }

@@ -4,18 +4,21 @@
 use std::{path::Path, sync::Arc};
 
 use accel_graph_api::{
-    CaptureErrorMode, GraphError, GraphTopology, PoolId, Result,
+    CaptureErrorMode, CapturedNode, GraphError, GraphTopology, InstantiateFlags, PoolId, Result,
+    UpdateConflict,
     backend_kit::{
         GraphImpl,
         pools::{MemoryPools, PoolHold},
         write_topology_dot,
     },
+    kernel::KernelArg,
 };
 
 use crate::{
-    Driver, DriverStream,
+    BufferMemory, Driver, DriverStream,
     allocator::DriverAllocator,
     capture::{CaptureEntry, KeepAlive},
+    editing::{self, NodeRecord, Recorded, Signature, Work},
     errors::CallSite,
     shared::Shared,
 };
@@ -31,28 +34,49 @@ struct Capturing<D: Driver> {
 
 /// The graph implementation of every driver-based backend; users meet it as
 /// `accel_graph_api::Graph<DriverGraph<D>>` (`CudaGraph`, `MockGraph`...).
+///
+/// The raw graph is kept after instantiation even without `keep_graph` (the front object
+/// refuses access to it then): updates set its nodes along with the executable's, and a graph
+/// replayed while a stream captures is embedded from it as a child node.
 pub struct DriverGraph<D: Driver> {
     shared: Arc<Shared<D>>,
     serial: u64,
     capture: Option<Capturing<D>>,
     raw: Option<D::Graph>,
+    /// The graph the executable was instantiated from, when `raw` has been replaced since (by
+    /// an update from another graph): the driver names the executable's nodes by this graph's.
+    source: Option<D::Graph>,
     exec: Option<D::Exec>,
     pool: Option<PoolHold<DriverAllocator<D>>>,
     /// Blocks and host callbacks the captured work uses.
     kept: KeepAlive<D>,
+    /// The nodes the API issued in the capture, for editing.
+    nodes: Vec<NodeRecord<D>>,
+    /// The capture those nodes came from (what [`CapturedNode`]s name).
+    capture_serial: u64,
+    flags: InstantiateFlags,
 }
 
 impl<D: Driver> DriverGraph<D> {
-    pub(crate) fn new(shared: Arc<Shared<D>>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared<D>>, flags: InstantiateFlags) -> Self {
         DriverGraph {
             serial: shared.next_graph(),
             shared,
             capture: None,
             raw: None,
+            source: None,
             exec: None,
             pool: None,
             kept: KeepAlive::default(),
+            nodes: Vec::new(),
+            capture_serial: 0,
+            flags,
         }
+    }
+
+    /// What updates compare the graph's nodes by.
+    pub(crate) fn signatures(&self) -> Vec<Signature> {
+        self.nodes.iter().map(|n| n.work.signature()).collect()
     }
 
     /// Number of distinct memory blocks the graph's captured work uses (and keeps alive).
@@ -65,7 +89,10 @@ impl<D: Driver> DriverGraph<D> {
     /// decides "capturing" and then reaches a driver whose capture is over (a host callback
     /// would then run a trampoline the graph frees). Returns the driver's result and what the
     /// graph must keep alive.
-    fn end_in_driver(&self, capturing: &Capturing<D>) -> (Result<D::Graph>, KeepAlive<D>) {
+    fn end_in_driver(
+        &self,
+        capturing: &Capturing<D>,
+    ) -> (Result<D::Graph>, (KeepAlive<D>, Recorded<D>)) {
         let shared = &self.shared;
         let _origin = capturing.stream.inner.membership_lock();
         // No stream joins from here: a fork holds the origin's lock for reading.
@@ -87,21 +114,28 @@ impl<D: Driver> DriverGraph<D> {
     /// Ends the capture's bookkeeping once the driver's capture and its membership are over
     /// ([`DriverGraph::end_in_driver`]): the domain's count goes down, the holds move to the
     /// graph. Returns why the rules invalidated it, if they did.
-    fn finish_capture(&mut self, capturing: &Capturing<D>, kept: KeepAlive<D>) -> Option<String> {
+    fn finish_capture(
+        &mut self,
+        capturing: &Capturing<D>,
+        (kept, recorded): (KeepAlive<D>, Recorded<D>),
+    ) -> Option<String> {
         let entry = &capturing.entry;
         self.shared.captures().retain(|c| !Arc::ptr_eq(c, entry));
         let invalidated = self.shared.domain.rules.end(&entry.record);
         self.shared.domain.capture_ended();
         self.kept = kept;
+        self.nodes = recorded.nodes;
+        self.capture_serial = recorded.capture;
         invalidated
     }
 
     /// Drops the driver's graph objects with the device bound (their release may need it).
     fn drop_objects(&mut self) {
-        if self.raw.is_some() || self.exec.is_some() {
+        if self.raw.is_some() || self.exec.is_some() || self.source.is_some() {
             let _ = self.shared.driver.bind();
             self.exec = None;
             self.raw = None;
+            self.source = None;
         }
     }
 }
@@ -109,6 +143,7 @@ impl<D: Driver> DriverGraph<D> {
 impl<D: Driver> GraphImpl for DriverGraph<D> {
     type RawGraph = D::Graph;
     type Executable = D::Exec;
+    type Memory = BufferMemory<D>;
 
     fn backend_name(&self) -> &'static str {
         self.shared.name()
@@ -193,7 +228,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         let id = match id {
             Ok(id) => id,
             Err(e) => {
-                entry.close();
+                let _ = entry.close();
                 drop(membership);
                 shared.domain.rules.end(&entry.record);
                 shared.domain.capture_ended();
@@ -201,6 +236,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             }
         };
         entry.set_driver_id(id);
+        editing::note_top_graph(&shared, &entry, &stream);
         drop(membership);
         shared.captures().push(Arc::clone(&entry));
         self.pool = Some(hold);
@@ -279,8 +315,16 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         // Relaxed: instantiating this graph while another graph captures (same thread, global
         // mode) must not invalidate that capture.
         let exec = shared.relaxed(|| {
-            shared.check(shared.driver.instantiate(raw), CallSite::op("instantiate"))
+            shared.check(
+                shared.driver.instantiate(raw, self.flags),
+                CallSite::op("instantiate"),
+            )
         })?;
+        // The new executable names its nodes by the raw graph's.
+        self.source = None;
+        for node in &mut self.nodes {
+            node.exec_key = node.key;
+        }
         let exec = self.exec.insert(exec);
         shared.current.with(|stream| {
             // An upload on a capturing stream would join that capture; the first launch
@@ -299,25 +343,32 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
     }
 
     fn replay(&mut self) -> Result<()> {
-        let shared = &self.shared;
+        let shared = Arc::clone(&self.shared);
         // A disabled span costs one load of its call site's interest (measured in
         // docs/BENCHMARKS.md): cheap next to a launch.
         let _span = tracing::debug_span!("replay", graph = self.serial).entered();
         shared.bind()?;
-        let Some(exec) = self.exec.as_ref() else {
-            return Err(GraphError::NotInstantiated);
-        };
         // Frees that host callbacks of earlier replays deferred run now (a flag test when
         // there are none).
         shared.domain.flush();
+        let capturing = shared
+            .current
+            .with(|stream| stream.inner.capture().map(|entry| (entry, stream.clone())));
+        if let Some((entry, stream)) = capturing {
+            return self.record_as_child(&entry, &stream);
+        }
+        let Some(exec) = self.exec.as_ref() else {
+            return Err(GraphError::NotInstantiated);
+        };
         shared.current.with(|stream| {
             // Decided and launched with the membership settled: a capture another thread
-            // begins on the stream meanwhile would record the launch as a node.
+            // begins on the stream meanwhile would record the launch as a raw node, outside
+            // the child-graph path above.
             let settled = stream.inner.settled()?;
             if settled.capture().is_some() {
                 return Err(GraphError::Unsupported {
-                    what: "replaying a graph on a stream that is capturing (a child-graph node); \
-                           replay it on a stream that is not capturing"
+                    what: "replaying a graph on a stream that another thread began capturing \
+                           during the replay; order the replay and the capture"
                         .to_owned(),
                 });
             }
@@ -333,10 +384,9 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
     }
 
     fn drop_raw_graph(&mut self) {
-        if self.raw.is_some() {
-            let _ = self.shared.driver.bind();
-            self.raw = None;
-        }
+        // Kept: an update sets its nodes along with the executable's, and a replay while a
+        // stream captures embeds it as a child node. (It is host memory of the driver only;
+        // the front object refuses users access to it.)
     }
 
     fn reset(&mut self) {
@@ -348,6 +398,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             self.finish_capture(&capturing, kept);
         }
         self.drop_objects();
+        self.nodes.clear();
         let kept = std::mem::take(&mut self.kept);
         // Launches in flight may still call the host callbacks; the memory holds go now (a
         // device free waits for the work using it, and a pool block only returns to its pool).
@@ -381,6 +432,217 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
 
     fn executable(&self) -> Option<&D::Exec> {
         self.exec.as_ref()
+    }
+
+    fn update_from(&mut self, other: &Self) -> Result<()> {
+        self.update_from_graph(other)
+    }
+
+    fn update_node(
+        &mut self,
+        node: CapturedNode,
+        args: &[(usize, KernelArg<'_, BufferMemory<D>>)],
+    ) -> Result<()> {
+        self.update_one(node, args)
+    }
+}
+
+impl<D: Driver> DriverGraph<D> {
+    /// Records this graph as one node of the capture `stream` takes part in (a replay while
+    /// the stream captures).
+    fn record_as_child(
+        &mut self,
+        entry: &Arc<CaptureEntry<D>>,
+        stream: &DriverStream<D>,
+    ) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
+        entry.record.ensure_valid()?;
+        if !shared.capabilities.child_graphs {
+            return Err(GraphError::Unsupported {
+                what: format!(
+                    "replaying a graph on a capturing stream (a child-graph node) on {} \
+                     (capabilities().child_graphs is false); replay it on a stream that is not \
+                     capturing",
+                    shared.capabilities.device_name
+                ),
+            });
+        }
+        let Some(raw) = self.raw.as_ref() else {
+            return Err(GraphError::RawGraphUnavailable);
+        };
+        let signatures = self.signatures();
+        if signatures.iter().any(Signature::has_conditional) {
+            return Err(GraphError::Unsupported {
+                what: editing::CONDITIONAL_CHILD.to_owned(),
+            });
+        }
+        if signatures.iter().any(Signature::has_host) && editing::in_body(&shared, entry, stream) {
+            return Err(GraphError::Unsupported {
+                what: "a graph with host callbacks as a child node of a conditional node's \
+                       body (conditional bodies hold device work only: kernels, copies, \
+                       memsets, child graphs and conditional nodes)"
+                    .to_owned(),
+            });
+        }
+        shared.check(
+            // SAFETY: the stream captures through this layer (its entry); the entry takes
+            // holds on everything this graph's work uses right after, for the capturing graph.
+            unsafe { shared.driver.launch_child(raw, &stream.inner.raw) },
+            CallSite::op("replay (as a child graph)"),
+        )?;
+        entry.keep_all(&self.kept);
+        editing::record(&shared, entry, stream, || {
+            Work::Fixed(Signature::Child(signatures))
+        });
+        Ok(())
+    }
+
+    /// [`GraphImpl::update_from`].
+    fn update_from_graph(&mut self, other: &Self) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
+        if other.shared.id != shared.id {
+            return Err(GraphError::ForeignObject { what: "graph" });
+        }
+        if !shared.capabilities.graph_update {
+            return Err(GraphError::Unsupported {
+                what: format!(
+                    "graph update on {} (capabilities().graph_update is false)",
+                    shared.capabilities.device_name
+                ),
+            });
+        }
+        if self.capture.is_some() || other.capture.is_some() {
+            return Err(GraphError::NotCaptured {
+                operation: "update_from",
+            });
+        }
+        let (Some(raw), Some(theirs)) = (self.raw.as_ref(), other.raw.as_ref()) else {
+            return Err(GraphError::RawGraphUnavailable);
+        };
+        let (mine, their_nodes) = (self.signatures(), other.signatures());
+        if mine
+            .iter()
+            .chain(&their_nodes)
+            .any(Signature::has_conditional)
+        {
+            return Err(GraphError::UpdateRefused {
+                conflict: UpdateConflict::NotUpdatable,
+                node: None,
+                reason: editing::CONDITIONAL_UPDATE.to_owned(),
+            });
+        }
+        editing::compare(&mine, &their_nodes, "").map_err(editing::Mismatch::into_error)?;
+        shared.bind()?;
+        let site = CallSite::op("update_from");
+        // The graph's raw graph becomes a copy of the other's (the other stays as it is), so
+        // that a later instantiation or use as a child graph replays the new parameters.
+        let clone = shared
+            .check(shared.driver.clone_graph(theirs), site)
+            .map_err(|e| GraphError::UpdateRefused {
+                conflict: UpdateConflict::Driver,
+                node: None,
+                reason: format!("the device's runtime cannot copy the source graph: {e}"),
+            })?;
+        let mut nodes = Vec::with_capacity(other.nodes.len());
+        for (mine, their) in self.nodes.iter().zip(&other.nodes) {
+            let key = match their.key {
+                Some(key) => {
+                    Some(shared.check(shared.driver.find_in_clone(key, theirs, &clone), site)?)
+                }
+                None => None,
+            };
+            nodes.push(NodeRecord {
+                key,
+                exec_key: mine.exec_key,
+                work: their.work.clone(),
+            });
+        }
+        if let Some(exec) = self.exec.as_mut() {
+            let source = self.source.as_ref().unwrap_or(raw);
+            shared
+                .relaxed(|| shared.check(shared.driver.update_exec(exec, source, &clone), site))?;
+        }
+        // The executable now runs the other's work: hold what it uses, let go of the rest.
+        let kept = std::mem::replace(&mut self.kept, other.kept.duplicate());
+        shared.retire_callbacks(kept.callbacks);
+        let previous = self.raw.replace(clone);
+        if self.exec.is_some() && self.source.is_none() {
+            self.source = previous;
+        } else {
+            let _ = shared.driver.bind();
+            drop(previous);
+        }
+        self.nodes = nodes;
+        Ok(())
+    }
+
+    /// [`GraphImpl::update_node`].
+    fn update_one(
+        &mut self,
+        node: CapturedNode,
+        args: &[(usize, KernelArg<'_, BufferMemory<D>>)],
+    ) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
+        if !shared.capabilities.graph_update {
+            return Err(GraphError::Unsupported {
+                what: format!(
+                    "node update on {} (capabilities().graph_update is false)",
+                    shared.capabilities.device_name
+                ),
+            });
+        }
+        let index = node.index();
+        let unknown = |why: &str| GraphError::UpdateRefused {
+            conflict: UpdateConflict::UnknownNode,
+            node: Some(index),
+            reason: format!("{node} {why}"),
+        };
+        if node.graph() != self.serial {
+            return Err(unknown(&format!(
+                "belongs to graph {}, not to this one ({})",
+                node.graph(),
+                self.serial
+            )));
+        }
+        if node.capture() != self.capture_serial {
+            return Err(unknown(
+                "comes from an earlier capture of this graph (it was reset since)",
+            ));
+        }
+        let Some(record) = self.nodes.get(index) else {
+            return Err(unknown("is not among the graph's nodes"));
+        };
+        let rebound = editing::rebind(shared.id, index, &record.work, args)?;
+        let Some(raw) = self.raw.as_mut() else {
+            return Err(GraphError::RawGraphUnavailable);
+        };
+        shared.bind()?;
+        shared.check(
+            // SAFETY: every block the new work binds is held by this graph right below,
+            // before any launch can use it (`&mut self`), and the blocks it no longer binds
+            // are let go only after the driver took the new bindings.
+            unsafe {
+                editing::apply(
+                    &*shared.driver,
+                    raw,
+                    self.exec.as_mut(),
+                    record,
+                    &rebound.work,
+                    index,
+                )
+            },
+            CallSite::op("update_node"),
+        )?;
+        for memory in &rebound.added {
+            self.kept.add_use(memory.allocation());
+        }
+        for id in rebound.removed {
+            self.kept.release_use(id);
+        }
+        if let Some(record) = self.nodes.get_mut(index) {
+            record.work = rebound.work;
+        }
+        Ok(())
     }
 }
 

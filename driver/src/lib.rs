@@ -51,6 +51,7 @@ mod backend;
 mod buffer;
 mod capture;
 mod domain;
+mod editing;
 mod errors;
 mod event;
 mod graph;

@@ -136,7 +136,55 @@ macro_rules! __forward_backend {
                 fn host_callback(&self, f: $crate::__api::HostCallback) -> $crate::__api::Result<()>;
                 fn graph(&self, options: $crate::__api::GraphOptions) -> $crate::__api::Result<Self::Graph>;
                 fn graph_pool_handle(&self) -> $crate::__api::PoolId;
+                fn captured_node(&self) -> $crate::__api::Result<$crate::__api::CapturedNode>;
             );
+
+            #[inline]
+            fn update_graph(
+                &self,
+                graph: &mut Self::Graph,
+                from: &Self::Graph,
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::update_graph(&self.0, graph, from)
+            }
+
+            #[inline]
+            fn update_node(
+                &self,
+                graph: &mut Self::Graph,
+                node: $crate::__api::CapturedNode,
+                args: &[(usize, $crate::__api::kernel::KernelArg<'_, Self::Memory>)],
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::update_node(&self.0, graph, node, args)
+            }
+
+            #[inline]
+            fn if_then<'a, T: $crate::__api::ConditionElement>(
+                &self,
+                cond: impl ::std::convert::Into<$crate::__api::View<'a, Self::Buffer<T>>>,
+                then: impl ::std::ops::FnOnce() -> $crate::__api::Result<()>,
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::if_then(&self.0, cond, then)
+            }
+
+            #[inline]
+            fn if_else<'a, T: $crate::__api::ConditionElement>(
+                &self,
+                cond: impl ::std::convert::Into<$crate::__api::View<'a, Self::Buffer<T>>>,
+                then: impl ::std::ops::FnOnce() -> $crate::__api::Result<()>,
+                otherwise: impl ::std::ops::FnOnce() -> $crate::__api::Result<()>,
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::if_else(&self.0, cond, then, otherwise)
+            }
+
+            #[inline]
+            fn while_loop<'a, T: $crate::__api::ConditionElement>(
+                &self,
+                cond: impl ::std::convert::Into<$crate::__api::View<'a, Self::Buffer<T>>>,
+                body: impl ::std::ops::FnMut() -> $crate::__api::Result<()>,
+            ) -> $crate::__api::Result<()> {
+                $crate::__api::Backend::while_loop(&self.0, cond, body)
+            }
 
             #[inline]
             fn alloc<T: $crate::__api::Element>(

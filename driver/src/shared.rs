@@ -57,9 +57,9 @@ pub(crate) struct Shared<D: Driver> {
     pub(crate) captures: Mutex<Vec<Arc<CaptureEntry<D>>>>,
     pub(crate) host_panics: Arc<HostPanics>,
     /// Host callbacks of reset graphs: a launch in flight may still call them, so they go at
-    /// the next device synchronization. Boxed: host nodes point at them.
-    #[allow(clippy::vec_box)]
-    retired: Mutex<Vec<Box<HostCall>>>,
+    /// the next device synchronization. Shared: host nodes point at them, and graphs that
+    /// took over or embed another graph's work call its callbacks too.
+    retired: Mutex<Vec<Arc<HostCall>>>,
     pending_frees: Mutex<Vec<PendingFree<D>>>,
     next_graph: AtomicU64,
     /// Users' kernels compiled for this instance, by kernel id (each with its kernel, which
@@ -205,8 +205,7 @@ impl<D: Driver> Shared<D> {
     /// after a device synchronization, unless a capture runs (which a synchronization would
     /// break) or this is a host callback (where no runtime call is permitted); then at the
     /// next synchronization.
-    #[allow(clippy::vec_box)]
-    pub(crate) fn retire_callbacks(&self, callbacks: Vec<Box<HostCall>>) {
+    pub(crate) fn retire_callbacks(&self, callbacks: Vec<Arc<HostCall>>) {
         if callbacks.is_empty() {
             return;
         }

@@ -22,9 +22,11 @@ use std::{
     sync::{Mutex, MutexGuard},
 };
 
-use accel_graph_api::{GraphTopology, NodeKind, backend_kit::EmulatedCudaError};
+use accel_graph_api::{
+    GraphError, GraphTopology, NodeKind, UpdateConflict, backend_kit::EmulatedCudaError,
+};
 
-use crate::{DriverError, DriverResult};
+use crate::{DriverError, DriverResult, api::CapturePoint};
 
 /// A recorded command and the nodes it runs after (all recorded before it).
 #[derive(Debug, Clone)]
@@ -145,6 +147,19 @@ impl<C> SoftwareCapture<C> {
     /// The capture `stream` takes part in.
     pub fn capture_id(&self, stream: u64) -> Option<u64> {
         self.lock().membership.get(&stream).copied()
+    }
+
+    /// Where `stream` stands in its capture: the capture (as the graph it records into) and
+    /// the node its last command became, when its frontier is that one node.
+    pub fn point(&self, stream: u64) -> Option<CapturePoint<usize>> {
+        let state = self.lock();
+        let id = *state.membership.get(&stream)?;
+        let capture = state.captures.get(&id)?;
+        let last = match capture.frontiers.get(&stream).map(Vec::as_slice) {
+            Some(&[node]) => Some(node),
+            _ => None,
+        };
+        Some(CapturePoint { graph: id, last })
     }
 
     /// True while any capture is in progress.
@@ -349,6 +364,55 @@ impl<C> SoftwareCapture<C> {
         }
         Ok(capture.nodes)
     }
+}
+
+/// `Ok` when `theirs` has the topology of `mine` — as many nodes, each of the kind `kind`
+/// gives the one at its place, with the same dependencies — else the
+/// [`GraphError::UpdateRefused`] an update from `theirs` to `mine` gets.
+pub fn same_topology<C>(
+    mine: &[Node<C>],
+    theirs: &[Node<C>],
+    kind: impl Fn(&C) -> NodeKind,
+) -> DriverResult<()> {
+    let refuse = |conflict, node: Option<usize>, reason: String| {
+        Err(DriverError::Api(GraphError::UpdateRefused {
+            conflict,
+            node,
+            reason,
+        }))
+    };
+    if mine.len() != theirs.len() {
+        return refuse(
+            UpdateConflict::NodeCount,
+            None,
+            format!(
+                "the graph has {} nodes, the other {}",
+                mine.len(),
+                theirs.len()
+            ),
+        );
+    }
+    for (i, (a, b)) in mine.iter().zip(theirs).enumerate() {
+        let (ka, kb) = (kind(&a.command), kind(&b.command));
+        if ka != kb {
+            return refuse(
+                UpdateConflict::NodeKind,
+                None,
+                format!("graph node {i} is a {ka} node, the other's a {kb} node"),
+            );
+        }
+        let (mut da, mut db) = (a.deps.clone(), b.deps.clone());
+        da.sort_unstable();
+        db.sort_unstable();
+        if da != db {
+            return refuse(
+                UpdateConflict::Edges,
+                None,
+                format!("graph node {i} depends on nodes {da:?}, the other's on {db:?}"),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The error for a blocking wait on an event recorded in a capture (it stands for no work).

@@ -1,6 +1,9 @@
 //! The model step written once: on the mock, eager and graphed (through the full-iteration
 //! wrapper) equal the host reference bit for bit over many steps; on wgpu (lavapipe in CI)
 //! they agree with it within the GEMMs' tolerance, and graphed equals eager bit for bit.
+// Monomorphizing the full-iteration wrapper over the wgpu backend proves `Send + Sync`
+// through wgpu-core's resource types, deeper than the default limit allows in a debug build.
+#![recursion_limit = "256"]
 
 use accel_graph::{
     Backend, Result,

@@ -4,8 +4,9 @@
 use std::{fmt, marker::PhantomData, ops::RangeBounds, sync::Arc};
 
 use crate::{
-    AcceleratorGraph, BlockInfo, Capabilities, CaptureExt, Element, FloatElement, Gemm, GraphError,
-    GraphOptions, InstanceCache, MemoryStats, PoolId, PortableOps, Result, View,
+    AcceleratorGraph, BlockInfo, Capabilities, CaptureExt, CapturedNode, ConditionElement, Element,
+    FloatElement, Gemm, GraphError, GraphOptions, InstanceCache, MemoryStats, PoolId, PortableOps,
+    Result, View,
     kernel::{Kernel, KernelArg},
 };
 
@@ -350,6 +351,133 @@ pub trait Backend: PortableOps + Clone + Send + Sync + fmt::Debug + 'static {
     fn graph(&self, options: GraphOptions) -> Result<Self::Graph>;
     /// A new user pool id `(0, n)` that several graphs of this instance can share.
     fn graph_pool_handle(&self) -> PoolId;
+
+    // --- graph editing (see the `editing` module of this crate) ---
+    /// The node that the last work issued on the current stream became in its capture (an
+    /// op, a kernel launch, a product, a host callback, a child graph or a conditional node),
+    /// for [`Backend::update_node`] later.
+    ///
+    /// Errors with [`GraphError::NodeUnavailable`] when the current stream is not capturing,
+    /// has issued no work in its capture yet, or is a conditional node's body.
+    ///
+    /// ```
+    /// use accel_graph_api::prelude::*;
+    /// let b = accel_graph_mock::MockBackend::new();
+    /// let x = b.alloc_from(&[0.0f32; 2])?;
+    /// let s = b.new_stream()?;
+    /// let mut g = b.graph(GraphOptions::new())?;
+    /// let (first, second) = b.capture_on(&s, &mut g, || {
+    ///     b.fill(&x, 1.0)?;
+    ///     let first = b.captured_node()?;
+    ///     b.scale(&x, 3.0)?;
+    ///     Ok((first, b.captured_node()?))
+    /// })?;
+    /// assert_eq!((first.index(), second.index()), (0, 1));
+    /// assert!(matches!(b.captured_node(), Err(GraphError::NodeUnavailable { .. })));
+    /// # Ok::<(), GraphError>(())
+    /// ```
+    fn captured_node(&self) -> Result<CapturedNode>;
+
+    /// `graph.update_from(from)` for generic code: see
+    /// [`Graph::update_from`](crate::Graph::update_from).
+    fn update_graph(&self, graph: &mut Self::Graph, from: &Self::Graph) -> Result<()>;
+
+    /// `graph.update_node(node, args)` for generic code: see
+    /// [`Graph::update_node`](crate::Graph::update_node).
+    fn update_node(
+        &self,
+        graph: &mut Self::Graph,
+        node: CapturedNode,
+        args: &[(usize, KernelArg<'_, Self::Memory>)],
+    ) -> Result<()>;
+
+    /// Runs `then` when the condition — the one element of `cond` — is true (see
+    /// [`ConditionElement`]). On a capturing stream this is one conditional node: `then` is
+    /// captured (not run) into its body, and every replay tests the condition as it is at that
+    /// point of the replay, on the device (or in the backend's emulation, with the same
+    /// results). On a stream that is not capturing the condition is read back and `then` runs
+    /// or not, now.
+    ///
+    /// The body runs with another stream current (its capture's): work it issues must use the
+    /// current stream (the backend's ops do). An error or panic in the body, or a failure to
+    /// build the node, invalidates the enclosing capture (its `capture_end` reports
+    /// [`GraphError::CaptureInvalidated`]). Errors: `cond` not of one element
+    /// ([`GraphError::LengthMismatch`]), a backend without conditional nodes
+    /// ([`GraphError::Unsupported`] naming the missing capability,
+    /// `capabilities().conditional_nodes`). A graph holding conditional nodes cannot be
+    /// replayed into another capture as a child graph, nor updated from another capture
+    /// (CUDA supports neither).
+    ///
+    /// ```
+    /// use accel_graph_api::prelude::*;
+    /// let b = accel_graph_mock::MockBackend::new();
+    /// let (x, flag) = (b.alloc_from(&[0.0f32; 2])?, b.alloc_from(&[1u32])?);
+    /// let s = b.new_stream()?;
+    /// let mut g = b.graph(GraphOptions::new())?;
+    /// b.capture_on(&s, &mut g, || b.if_then(&flag, || b.add_scalar(&x, 1.0)))?;
+    /// g.replay()?; // flag is 1: x += 1
+    /// b.upload(&flag, &[0])?;
+    /// g.replay()?; // flag is 0: skipped
+    /// assert_eq!(b.download(&x)?, vec![1.0, 1.0]);
+    /// # Ok::<(), GraphError>(())
+    /// ```
+    fn if_then<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, Self::Buffer<T>>>,
+        then: impl FnOnce() -> Result<()>,
+    ) -> Result<()>;
+
+    /// Runs `then` when the condition is true, `otherwise` when it is false: as
+    /// [`Backend::if_then`], with two bodies. Needs `capabilities().conditional_if_else`.
+    ///
+    /// ```
+    /// use accel_graph_api::prelude::*;
+    /// let b = accel_graph_mock::MockBackend::new();
+    /// let (x, flag) = (b.alloc_from(&[0.0f32])?, b.alloc_from(&[0.0f32])?);
+    /// let s = b.new_stream()?;
+    /// let mut g = b.graph(GraphOptions::new())?;
+    /// b.capture_on(&s, &mut g, || {
+    ///     b.if_else(&flag, || b.add_scalar(&x, 1.0), || b.add_scalar(&x, 10.0))
+    /// })?;
+    /// g.replay()?;
+    /// assert_eq!(b.download(&x)?, vec![10.0]);
+    /// # Ok::<(), GraphError>(())
+    /// ```
+    fn if_else<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, Self::Buffer<T>>>,
+        then: impl FnOnce() -> Result<()>,
+        otherwise: impl FnOnce() -> Result<()>,
+    ) -> Result<()>;
+
+    /// Runs `body` again and again while the condition is true, testing it before each run
+    /// (the body's work must eventually make it false). Captured, this is one conditional
+    /// node: a replay runs the whole loop with one launch. As [`Backend::if_then`] otherwise;
+    /// eagerly the condition is read back before each run.
+    ///
+    /// ```
+    /// use accel_graph_api::prelude::*;
+    /// let b = accel_graph_mock::MockBackend::new();
+    /// let (x, left) = (b.alloc_from(&[0.0f32])?, b.alloc(1)?);
+    /// let s = b.new_stream()?;
+    /// let mut g = b.graph(GraphOptions::new())?;
+    /// b.capture_on(&s, &mut g, || {
+    ///     b.fill(&left, 3.0)?; // captured work writes the condition
+    ///     b.while_loop(&left, || {
+    ///         b.add_scalar(&x, 1.0)?;
+    ///         b.add_scalar(&left, -1.0)
+    ///     })
+    /// })?;
+    /// g.replay()?;
+    /// g.replay()?;
+    /// assert_eq!(b.download(&x)?, vec![6.0]);
+    /// # Ok::<(), GraphError>(())
+    /// ```
+    fn while_loop<'a, T: ConditionElement>(
+        &self,
+        cond: impl Into<View<'a, Self::Buffer<T>>>,
+        body: impl FnMut() -> Result<()>,
+    ) -> Result<()>;
 
     /// Captures the fallible body `f` into `graph` with `stream` current (PyTorch's
     /// `with stream, graph:`), returning the body's value.

@@ -30,6 +30,20 @@ pub struct Capabilities {
     pub native_work_capture: bool,
     /// Events can measure time (`elapsed_time`), also across a replayed graph.
     pub event_timing: bool,
+    /// Graphs can be updated in place: from another capture of the same topology
+    /// (`update_from`) and node by node (`update_node`).
+    pub graph_update: bool,
+    /// A graph replayed while the current stream captures becomes a child node of that
+    /// capture.
+    pub child_graphs: bool,
+    /// `if_then` and `while_loop` nodes (on the device, or in an emulation with the same
+    /// results).
+    pub conditional_nodes: bool,
+    /// `if_else` nodes (CUDA needs a 12.8 driver for them).
+    pub conditional_if_else: bool,
+    /// Graphs can be instantiated for launch from the device
+    /// ([`InstantiateFlags::device_launch`](crate::InstantiateFlags)).
+    pub device_launch: bool,
 }
 
 impl Capabilities {
@@ -45,13 +59,18 @@ impl Capabilities {
             graph_upload: false,
             native_work_capture: false,
             event_timing: false,
+            graph_update: false,
+            child_graphs: false,
+            conditional_nodes: false,
+            conditional_if_else: false,
+            device_launch: false,
         }
     }
 
     /// The capabilities of a device whose driver captures streams natively (CUDA, HIP):
     /// native graphs of any work on the stream, fork/join across streams, an uncapturable
-    /// default stream, enforced capture modes and timing events. Host callbacks and graph
-    /// upload are the driver's to set.
+    /// default stream, enforced capture modes and timing events. Host callbacks, graph
+    /// upload and the graph-editing flags are the driver's to set.
     pub fn native_capture(device_name: impl Into<String>) -> Self {
         Capabilities {
             native_graphs: true,

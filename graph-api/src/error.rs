@@ -2,7 +2,7 @@
 
 use std::{fmt, path::PathBuf};
 
-use crate::{CaptureErrorMode, PoolId, RaceAccess};
+use crate::{CaptureErrorMode, PoolId, RaceAccess, UpdateConflict};
 
 /// Result alias used throughout accel-graph.
 pub type Result<T, E = GraphError> = std::result::Result<T, E>;
@@ -251,6 +251,30 @@ pub enum GraphError {
         callback: String,
         /// The panic message.
         message: String,
+    },
+    /// A graph update was refused: the two graphs' topologies differ (`update_from`), or a
+    /// node cannot take the new arguments (`update_node`). The graph is left as it was — its
+    /// executable, its raw graph and the memory it holds.
+    #[error(
+        "graph update refused ({conflict}{}): {reason}; the graph is unchanged (capture and \
+         instantiate a new graph for a different topology)",
+        match node { Some(n) => format!(", node {n}"), None => String::new() }
+    )]
+    UpdateRefused {
+        /// What differed.
+        conflict: UpdateConflict,
+        /// The node concerned (its index among the nodes the API issued), when one is.
+        node: Option<usize>,
+        /// What exactly, in words.
+        reason: String,
+    },
+    /// [`Backend::captured_node`](crate::Backend::captured_node) has no node to name: the
+    /// current stream is not capturing, or has issued no work in its capture yet, or is a
+    /// conditional node's body (whose nodes cannot be updated one at a time).
+    #[error("no captured node to name: {reason}")]
+    NodeUnavailable {
+        /// Why.
+        reason: String,
     },
     /// An argument that does not match what a graphed callable or wrapper captured with.
     #[error("{0}")]

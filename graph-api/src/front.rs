@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use crate::{
-    AcceleratorGraph, CaptureErrorMode, GraphError, GraphOptions, GraphState, GraphTopology,
-    PoolId, Result, backend_kit::GraphImpl,
+    AcceleratorGraph, CaptureErrorMode, CapturedNode, GraphError, GraphOptions, GraphState,
+    GraphTopology, PoolId, Result, backend_kit::GraphImpl, kernel::KernelArg,
 };
 
 /// A graph of backend `I`, with PyTorch's semantics. Made by a backend's
@@ -89,6 +89,96 @@ impl<I: GraphImpl> Graph<I> {
             return Err(GraphError::NotInstantiated);
         }
         self.imp.executable().ok_or(GraphError::NotInstantiated)
+    }
+
+    /// Takes the parameters of `other` — a graph of the same backend instance captured with
+    /// the same topology (node count, node kinds, edges, kernel functions, memset sizes) —
+    /// without instantiating again: replays then compute exactly what `other`'s replays
+    /// compute. Kernel nodes may change their buffers, scalars and grids (portable ops over
+    /// other lengths), copies their buffers and sizes, memsets (`fill`) their buffers and
+    /// values.
+    ///
+    /// Both graphs must be captured (`keep_graph=false` graphs qualify: the backend keeps what
+    /// an update needs). A `Ready` graph keeps its executable, updated in place; a `Captured`
+    /// one is instantiated later from the new parameters. The memory `self` keeps alive becomes
+    /// what `other`'s work uses. `other` is not changed. Graphs holding conditional nodes are
+    /// refused ([`UpdateConflict::NotUpdatable`](crate::UpdateConflict)): CUDA cannot copy
+    /// them, which an update needs; use [`Graph::update_node`] for them.
+    ///
+    /// Errors: [`GraphError::UpdateRefused`] naming what differs (the graph is then left as it
+    /// was: its executable, its raw graph and its memory), [`GraphError::NotCaptured`] for a
+    /// graph not captured, [`GraphError::ForeignObject`] for a graph of another instance.
+    ///
+    /// ```
+    /// use accel_graph_api::prelude::*;
+    /// use accel_graph_api::UpdateConflict;
+    /// use accel_graph_mock::MockBackend;
+    /// let b = MockBackend::new();
+    /// let s = b.new_stream()?;
+    /// let (x, y) = (b.alloc_from(&[0.0f32; 4])?, b.alloc_from(&[0.0f32; 4])?);
+    /// let mut g = b.graph(GraphOptions::new())?;
+    /// b.capture_on(&s, &mut g, || b.add_scalar(&x, 1.0))?;
+    /// let mut h = b.graph(GraphOptions::new())?;
+    /// b.capture_on(&s, &mut h, || b.add_scalar(&y, 2.0))?;
+    /// g.update_from(&h)?;
+    /// g.replay()?;
+    /// assert_eq!((b.download(&x)?[0], b.download(&y)?[0]), (0.0, 2.0));
+    /// let mut other = b.graph(GraphOptions::new())?;
+    /// b.capture_on(&s, &mut other, || b.scale(&y, 2.0))?;
+    /// let refused = g.update_from(&other); // scale is another kernel than add_scalar
+    /// assert!(matches!(refused, Err(GraphError::UpdateRefused { conflict: UpdateConflict::KernelFunction, .. })));
+    /// g.replay()?; // still adds 2 to y
+    /// assert_eq!(b.download(&y)?[0], 4.0);
+    /// # Ok::<(), GraphError>(())
+    /// ```
+    pub fn update_from(&mut self, other: &Self) -> Result<()> {
+        self.require_captured("update_from")?;
+        other.require_captured("update_from (of the graph to take parameters from)")?;
+        self.imp.update_from(&other.imp)
+    }
+
+    /// Sets arguments of one captured node without instantiating again: each `(index, arg)`
+    /// gives the parameter `index` a new buffer (a view of the same length and element type)
+    /// or a new scalar (of the same type). Replays then compute what a capture of the node
+    /// with those arguments computes. The graph holds the new buffers' memory from now on and
+    /// lets the old go once no node of it uses them.
+    ///
+    /// Parameters are numbered in declaration order: a user kernel's as declared; a portable
+    /// op's as it is written — `fill(x, value)`, `copy(dst, src)`, `add_scalar(x, c)`,
+    /// `scale(x, a)`, `axpy(y, a, x)`, `mul(y, x)`. `node` comes from
+    /// [`Backend::captured_node`](crate::Backend::captured_node) during this graph's capture.
+    ///
+    /// Errors: [`GraphError::UpdateRefused`] — an unknown node, an argument the node cannot
+    /// take (another length: that would change the launch shape; another element or scalar
+    /// type; an index past its parameters), a node that cannot be updated alone — leaving the
+    /// graph as it was; [`GraphError::ForeignObject`] for a buffer of another instance.
+    ///
+    /// ```
+    /// use accel_graph_api::{prelude::*, UpdateConflict};
+    /// use accel_graph_mock::MockBackend;
+    /// let b = MockBackend::new();
+    /// let s = b.new_stream()?;
+    /// let (y, x1, x2) = (b.alloc_from(&[0.0f32; 2])?, b.alloc_from(&[1.0f32; 2])?, b.alloc_from(&[5.0f32; 2])?);
+    /// let mut g = b.graph(GraphOptions::new())?;
+    /// let axpy = b.capture_on(&s, &mut g, || { b.axpy(&y, 2.0, &x1)?; b.captured_node() })?;
+    /// g.update_node(axpy, &[(2, KernelArg::buffer(&x2))])?; // y += 2 * x2
+    /// drop(x2); // the graph holds its memory now
+    /// g.replay()?;
+    /// assert_eq!(b.download(&y)?, vec![10.0, 10.0]);
+    /// let short = b.alloc_from(&[1.0f32])?;
+    /// assert!(matches!(
+    ///     g.update_node(axpy, &[(2, KernelArg::buffer(&short))]),
+    ///     Err(GraphError::UpdateRefused { conflict: UpdateConflict::LaunchShape, .. })
+    /// ));
+    /// # Ok::<(), GraphError>(())
+    /// ```
+    pub fn update_node(
+        &mut self,
+        node: CapturedNode,
+        args: &[(usize, KernelArg<'_, I::Memory>)],
+    ) -> Result<()> {
+        self.require_captured("update_node")?;
+        self.imp.update_node(node, args)
     }
 
     fn require_captured(&self, operation: &'static str) -> Result<()> {

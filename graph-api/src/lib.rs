@@ -28,6 +28,7 @@ mod backend;
 pub mod backend_kit;
 mod capabilities;
 mod capture_mode;
+mod editing;
 mod element;
 mod error;
 mod front;
@@ -47,6 +48,10 @@ mod view;
 pub use backend::{Backend, BackendKind, DeviceBuffer, EventOptions, HostCallback, StreamGuard};
 pub use capabilities::Capabilities;
 pub use capture_mode::CaptureErrorMode;
+pub use editing::{
+    CapturedNode, ConditionElement, ConditionalKind, InstantiateFlags, UpdateConflict,
+    condition_holds,
+};
 pub use element::{Element, FloatElement, FloatType};
 pub use error::{CaptureConflict, GraphError, Result};
 pub use front::Graph;
@@ -67,8 +72,8 @@ pub use view::View;
 /// What graph code imports: `use accel_graph_api::prelude::*;` (or `accel_graph::prelude`).
 pub mod prelude {
     pub use crate::{
-        AcceleratorGraph, Backend, CaptureErrorMode, CaptureExt, DeviceBuffer, Element,
-        EventOptions, FloatElement, Gemm, GraphError, GraphOptions, GraphState, PoolId,
+        AcceleratorGraph, Backend, CaptureErrorMode, CaptureExt, CapturedNode, DeviceBuffer,
+        Element, EventOptions, FloatElement, Gemm, GraphError, GraphOptions, GraphState, PoolId,
         PortableOps, Result, View,
         kernel::{Access, Kernel, KernelArg},
     };

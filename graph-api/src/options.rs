@@ -1,8 +1,9 @@
 //! `GraphOptions`: the constructor arguments of `torch.accelerator.Graph`.
 
-use crate::{CaptureErrorMode, PoolId, Result};
+use crate::{CaptureErrorMode, InstantiateFlags, PoolId, Result};
 
-/// How a graph is built: `Graph(keep_graph=False, *, pool=None, capture_error_mode="default")`.
+/// How a graph is built: `Graph(keep_graph=False, *, pool=None, capture_error_mode="default")`,
+/// plus the instantiate flags PyTorch fixes (see [`InstantiateFlags`]).
 ///
 /// ```
 /// use accel_graph_api::{CaptureErrorMode, GraphOptions};
@@ -22,6 +23,8 @@ pub struct GraphOptions {
     pub pool: Option<PoolId>,
     /// What unsafe calls during capture do.
     pub capture_error_mode: CaptureErrorMode,
+    /// How the executable graph is instantiated (PyTorch's flags by default).
+    pub instantiate: InstantiateFlags,
 }
 
 impl GraphOptions {
@@ -45,6 +48,13 @@ impl GraphOptions {
     /// Sets the capture error mode.
     pub fn capture_error_mode(mut self, mode: CaptureErrorMode) -> Self {
         self.capture_error_mode = mode;
+        self
+    }
+
+    /// Sets the instantiate flags (a backend that cannot honour one refuses the graph with
+    /// [`crate::GraphError::Unsupported`] when it is made).
+    pub fn instantiate_flags(mut self, flags: InstantiateFlags) -> Self {
+        self.instantiate = flags;
         self
     }
 

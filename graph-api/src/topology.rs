@@ -23,7 +23,13 @@ pub enum NodeKind {
     MemAlloc,
     /// A stream-ordered free.
     MemFree,
-    /// Anything else (child graphs, conditionals, ...).
+    /// A child graph: another graph embedded as one node (a graph replayed while the stream
+    /// captured).
+    Graph,
+    /// A conditional node (`if_then`, `if_else`, `while_loop`): bodies the device runs or
+    /// skips by a condition in device memory.
+    Conditional,
+    /// Anything else.
     Other,
 }
 

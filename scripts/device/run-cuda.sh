@@ -4,9 +4,10 @@
 # per contract in child processes, the stress at 8 threads x 1000 cycles per mode, PyTorch's
 # reset-recapture with 1000 replays), the capture-semantics probe, the examples (cudarc
 # interop included), the PyTorch comparison, the benchmarks (user kernels against portable
-# ops included), the soak and the reliability checks (last: its sticky-fault check ruins its
-# own process's context). Logs go to $OUT (default ./device-logs); users' kernels compiled by
-# NVRTC are cached in $OUT/kernel-cache; the exit status is non-zero if any step failed.
+# ops included), the graph-editing benchmark (`editing:` lines), the soak and the reliability
+# checks (last: its sticky-fault check ruins its own process's context). Logs go to $OUT
+# (default ./device-logs); users' kernels compiled by NVRTC are cached in $OUT/kernel-cache;
+# the exit status is non-zero if any step failed.
 #
 #   bash scripts/device/run-cuda.sh [soak_replays]
 #
@@ -59,6 +60,7 @@ step debug_dump examples.log "$B/debug_dump" "$OUT/cuda_graph.dot"
 step torch_graphs bench.log env PYTHONUNBUFFERED=1 python3 "$B/torch_graphs.py" "$OUT/torch_results.txt"
 step bench bench.log "$B/graph_overhead_vs_raw_cuda" "$OUT/torch_results.txt"
 step bench_user_kernels bench.log "$B/bench_user_kernels"
+step editing editing.log "$B/graph_editing"
 step soak soak.log "$B/soak" "$SOAK_REPLAYS"
 step reliability reliability.log "$B/reliability"
 
@@ -67,6 +69,7 @@ step reliability reliability.log "$B/reliability"
   grep -hs "^bench:" "$OUT/bench.log"
   grep -hs "^bench_user_kernels:" "$OUT/bench.log"
   grep -hs "^torch:" "$OUT/bench.log"
+  grep -hs "^editing:" "$OUT/editing.log"
   grep -hs "^soak:" "$OUT/soak.log"
   grep -hs "^reliability:" "$OUT/reliability.log"
   grep -hs "lifetimes (\|stress:\|drop-then-replay:" "$OUT/conformance.log"

@@ -11,6 +11,18 @@
 //! Every such size is computed with checked arithmetic: a size that overflows is
 //! [`GraphError::OutOfMemory`] (as `alloc` answers a byte size that overflows), never a
 //! wrapped length.
+//!
+//! ## Shared executables
+//!
+//! With [`BucketedCacheOptions::share_executables`] (on backends that update graphs), buckets
+//! whose graphs have the same topology share one executable, as SGLang deduplicates its
+//! captures: each bucket is captured (cheap) but only the first of a topology is instantiated
+//! (expensive); running another bucket of that topology switches the shared executable to the
+//! bucket's parameters with an update ([`Backend::update_graph`]) and replays it. Whether two
+//! buckets share is decided by the update itself (same nodes, kinds, edges, kernel functions,
+//! memset and memcpy sizes — kernel grids may differ), so results are those of separate
+//! executables, bit for bit. A run that switches pays one update; runs of one bucket in a row
+//! pay nothing.
 #![deny(clippy::arithmetic_side_effects)]
 
 use std::collections::BTreeMap;
@@ -52,6 +64,13 @@ pub struct BucketedCacheOptions {
     pub pool: Option<PoolId>,
     /// Capture error mode of the graphs.
     pub capture_error_mode: CaptureErrorMode,
+    /// Buckets with the same topology share one executable, switched between buckets by an
+    /// update (see the module documentation). Ignored where `capabilities().graph_update` is
+    /// false.
+    pub share_executables: bool,
+    /// Capture every bucket when the cache is made ([`BucketedGraphCache::capture_all`]),
+    /// rather than each on its first run.
+    pub precapture: bool,
 }
 
 impl Default for BucketedCacheOptions {
@@ -61,6 +80,8 @@ impl Default for BucketedCacheOptions {
             pad_value: 0.0,
             pool: None,
             capture_error_mode: CaptureErrorMode::Default,
+            share_executables: false,
+            precapture: false,
         }
     }
 }
@@ -94,6 +115,18 @@ impl BucketedCacheOptions {
         self.capture_error_mode = mode;
         self
     }
+
+    /// Shares one executable among buckets of the same topology.
+    pub fn share_executables(mut self, share: bool) -> Self {
+        self.share_executables = share;
+        self
+    }
+
+    /// Captures every bucket when the cache is made.
+    pub fn precapture(mut self, precapture: bool) -> Self {
+        self.precapture = precapture;
+        self
+    }
 }
 
 /// Counters of a [`BucketedGraphCache`].
@@ -114,19 +147,26 @@ pub struct BucketedCacheStats {
     pub padded_elements: u64,
     /// Runs larger than the largest bucket, run eagerly.
     pub eager_fallbacks: u64,
+    /// Executables instantiated (one per bucket; with shared executables, one per topology).
+    pub instantiations: u64,
+    /// Switches of a shared executable to another bucket's parameters (updates).
+    pub updates: u64,
 }
 
 impl std::fmt::Display for BucketedCacheStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "runs {}, hits {}, captures {}, padded runs {} ({} padding elements), eager fallbacks {}",
+            "runs {}, hits {}, captures {}, padded runs {} ({} padding elements), eager fallbacks \
+             {}, instantiations {}, updates {}",
             self.runs,
             self.hits,
             self.captures,
             self.pads,
             self.padded_elements,
-            self.eager_fallbacks
+            self.eager_fallbacks,
+            self.instantiations,
+            self.updates
         )
     }
 }
@@ -134,9 +174,22 @@ impl std::fmt::Display for BucketedCacheStats {
 /// The graph of one bucket with its static buffers.
 #[derive(Debug)]
 struct BucketGraph<B: Backend> {
+    /// Its own executable; or, with shared executables, the captured (never instantiated)
+    /// source of its parameters.
     graph: B::Graph,
     inputs: Vec<B::Buffer<f32>>,
     outputs: Vec<B::Buffer<f32>>,
+    /// The shared executable it runs on, if any (an index into the cache's groups).
+    group: Option<usize>,
+}
+
+/// One executable shared by the buckets of one topology.
+#[derive(Debug)]
+struct SharedExecutable<B: Backend> {
+    /// A graph of the topology, instantiated once and updated to the bucket it runs.
+    executable: B::Graph,
+    /// The bucket whose parameters it holds now.
+    current: Option<usize>,
 }
 
 /// The result of one [`BucketedGraphCache`] run: outputs of the bucket's graph (with padding
@@ -232,6 +285,7 @@ pub struct BucketedGraphCache<B: Backend, C> {
     capture_stream: B::Stream,
     warmup_stream: B::Stream,
     graphs: BTreeMap<usize, BucketGraph<B>>,
+    shared: Vec<SharedExecutable<B>>,
     stats: BucketedCacheStats,
     /// Host staging for padded inputs, kept to avoid an allocation per run.
     staging: Vec<f32>,
@@ -246,6 +300,7 @@ impl<B: Backend, C> std::fmt::Debug for BucketedGraphCache<B, C> {
             .field("options", &self.options)
             .field("pool", &self.pool)
             .field("graphs", &self.graphs)
+            .field("shared_executables", &self.shared.len())
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
@@ -253,7 +308,8 @@ impl<B: Backend, C> std::fmt::Debug for BucketedGraphCache<B, C> {
 
 impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
     /// A cache for `callable` over the buckets `sizes`; input `i` has `widths[i]` elements per
-    /// row. Nothing is captured yet (see [`BucketedGraphCache::capture_all`]).
+    /// row. Nothing is captured yet (see [`BucketedGraphCache::capture_all`]) unless
+    /// [`BucketedCacheOptions::precapture`] is set.
     ///
     /// Errors with [`GraphError::ArgumentMismatch`] when `widths` is empty or holds a 0.
     pub fn new(
@@ -269,7 +325,7 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
                  got widths {widths:?}"
             )));
         }
-        Ok(BucketedGraphCache {
+        let mut cache = BucketedGraphCache {
             backend: backend.clone(),
             callable,
             sizes,
@@ -279,9 +335,19 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             capture_stream: backend.new_stream()?,
             warmup_stream: backend.new_stream()?,
             graphs: BTreeMap::new(),
+            shared: Vec::new(),
             stats: BucketedCacheStats::default(),
             staging: Vec::new(),
-        })
+        };
+        if options.precapture {
+            cache.capture_all()?;
+        }
+        Ok(cache)
+    }
+
+    /// Whether buckets of one topology share an executable here.
+    fn sharing(&self) -> bool {
+        self.options.share_executables && self.backend.capabilities().graph_update
     }
 
     /// Captures every bucket not captured yet, largest first; returns how many were captured.
@@ -471,7 +537,21 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             .ok_or(GraphError::NotCaptured {
                 operation: "replay",
             })?;
-        entry.graph.replay()?;
+        match entry.group.and_then(|g| self.shared.get_mut(g)) {
+            Some(shared) => {
+                if shared.current != Some(bucket) {
+                    // Forget the bucket first: if the update fails, the executable is left as
+                    // it was, but the next run must not take it for this bucket's.
+                    shared.current = None;
+                    self.backend
+                        .update_graph(&mut shared.executable, &entry.graph)?;
+                    shared.current = Some(bucket);
+                    self.stats.updates = self.stats.updates.saturating_add(1);
+                }
+                shared.executable.replay()?;
+            }
+            None => entry.graph.replay()?,
+        }
         self.stats.runs = self.stats.runs.saturating_add(1);
         if !fresh {
             self.stats.hits = self.stats.hits.saturating_add(1);
@@ -524,16 +604,27 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
         // after the warm-up's reads of them.
         backend.wait_event(&warmed)?;
 
+        let sharing = self.sharing();
         let options = GraphOptions::new()
             .pool(self.pool)
-            .capture_error_mode(self.options.capture_error_mode);
+            .capture_error_mode(self.options.capture_error_mode)
+            // A bucket sharing an executable is the source of its parameters: never
+            // instantiated itself.
+            .keep_graph(sharing);
         let mut graph = backend.graph(options)?;
-        let callable = &mut self.callable;
         let outputs = {
+            let callable = &mut self.callable;
             let _current = backend.use_stream(&self.capture_stream)?;
             graph.capture(|| callable.call(backend, &refs))?
         };
         check_rows(&outputs, bucket)?;
+        self.stats.captures = self.stats.captures.saturating_add(1);
+        let group = if sharing {
+            Some(self.join_group(bucket, &graph, &refs, options)?)
+        } else {
+            self.stats.instantiations = self.stats.instantiations.saturating_add(1);
+            None
+        };
         drop(refs);
         self.graphs.insert(
             bucket,
@@ -541,10 +632,52 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
                 graph,
                 inputs,
                 outputs,
+                group,
             },
         );
-        self.stats.captures = self.stats.captures.saturating_add(1);
         Ok(true)
+    }
+
+    /// The shared executable `graph` (bucket `bucket`'s, just captured) runs on: the first
+    /// whose topology it has (the update to it succeeds), or a new one instantiated for it.
+    fn join_group(
+        &mut self,
+        bucket: usize,
+        graph: &B::Graph,
+        inputs: &[&B::Buffer<f32>],
+        options: GraphOptions,
+    ) -> Result<usize> {
+        for (index, shared) in self.shared.iter_mut().enumerate() {
+            // A refused update leaves the executable as it was (still the bucket it held).
+            match self.backend.update_graph(&mut shared.executable, graph) {
+                Ok(()) => {
+                    shared.current = Some(bucket);
+                    self.stats.updates = self.stats.updates.saturating_add(1);
+                    return Ok(index);
+                }
+                // Another topology: try the next executable.
+                Err(GraphError::UpdateRefused { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // A topology of its own: capture it once more, as the executable of the topology
+        // (the bucket's own graph stays the untouched source of its parameters), take the
+        // bucket's parameters (its buffers: the second capture's are let go) and instantiate.
+        let mut executable = self.backend.graph(options)?;
+        {
+            let callable = &mut self.callable;
+            let backend = &self.backend;
+            let _current = backend.use_stream(&self.capture_stream)?;
+            drop(executable.capture(|| callable.call(backend, inputs))?);
+        }
+        self.backend.update_graph(&mut executable, graph)?;
+        executable.instantiate()?;
+        self.stats.instantiations = self.stats.instantiations.saturating_add(1);
+        self.shared.push(SharedExecutable {
+            executable,
+            current: Some(bucket),
+        });
+        Ok(self.shared.len().saturating_sub(1))
     }
 
     /// Counters of runs, hits, captures, padding and eager fallbacks.
@@ -573,13 +706,25 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
         self.graphs.get(&bucket).map(|g| g.inputs.as_slice())
     }
 
-    /// The graph of `bucket`, if captured.
+    /// The graph of `bucket`, if captured (with shared executables: the captured source of
+    /// its parameters, which is not instantiated).
     pub fn graph(&self, bucket: usize) -> Option<&B::Graph> {
         self.graphs.get(&bucket).map(|g| &g.graph)
     }
 
+    /// Executables the cache holds: one per captured bucket, or with shared executables one
+    /// per topology.
+    pub fn executables(&self) -> usize {
+        if self.sharing() {
+            self.shared.len()
+        } else {
+            self.graphs.len()
+        }
+    }
+
     /// Drops every graph and its buffers (the statistics stay).
     pub fn reset(&mut self) {
+        self.shared.clear();
         self.graphs.clear();
     }
 }

@@ -209,7 +209,8 @@ fn vllm_default_sizes_capture_largest_first_into_one_pool() -> Result<()> {
     assert_eq!((stats.hits, stats.pads, stats.padded_elements), (1, 1, 16));
     assert_eq!(
         stats.to_string(),
-        "runs 1, hits 1, captures 35, padded runs 1 (16 padding elements), eager fallbacks 0"
+        "runs 1, hits 1, captures 35, padded runs 1 (16 padding elements), eager fallbacks 0, \
+         instantiations 35, updates 0"
     );
     cache.reset();
     assert!(cache.captured_buckets().is_empty());

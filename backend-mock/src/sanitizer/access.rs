@@ -138,6 +138,20 @@ pub(crate) fn accesses(command: &MockCommand) -> Accesses<'_> {
         MockCommand::Host(_) | MockCommand::RecordEvent(_) | MockCommand::WaitEvent(_) => {
             (None, None)
         }
+        // A child graph or a conditional node touches what its commands touch (a condition
+        // is read): as one unit of work, what any of its nodes or branches might.
+        MockCommand::Child(nodes) => {
+            let list: Vec<BlockAccess<'_>> =
+                nodes.iter().flat_map(|n| accesses(&n.command)).collect();
+            return Accesses::Many(merged(list).into_iter());
+        }
+        MockCommand::Conditional(c) => {
+            let list: Vec<BlockAccess<'_>> =
+                std::iter::once(BlockAccess::of(&c.cond, AccessKind::Read))
+                    .chain(c.bodies.iter().flatten().flat_map(accesses))
+                    .collect();
+            return Accesses::Many(merged(list).into_iter());
+        }
     };
     Accesses::Pair(out.into_iter().chain(input))
 }
@@ -217,9 +231,10 @@ impl Work {
                 offset: c.offset,
                 len: c.len,
             }))),
-            MockCommand::Kernel(_) | MockCommand::Gemm(_) => {
-                Some(Work::Labeled(Arc::from(command.label())))
-            }
+            MockCommand::Kernel(_)
+            | MockCommand::Gemm(_)
+            | MockCommand::Child(_)
+            | MockCommand::Conditional(_) => Some(Work::Labeled(Arc::from(command.label()))),
             _ => None,
         }
     }

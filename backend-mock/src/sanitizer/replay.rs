@@ -45,7 +45,9 @@ impl ReplayAccesses {
                 MockCommand::Op(_)
                 | MockCommand::Host(_)
                 | MockCommand::Kernel(_)
-                | MockCommand::Gemm(_) => {}
+                | MockCommand::Gemm(_)
+                | MockCommand::Child(_)
+                | MockCommand::Conditional(_) => {}
             }
             let Some(work) = Work::of(command) else {
                 continue;

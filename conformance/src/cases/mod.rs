@@ -9,6 +9,7 @@ mod capture;
 mod capture_modes;
 mod debug;
 mod differential;
+mod editing;
 mod gemm;
 mod hardening;
 mod kernels;
@@ -741,5 +742,7 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
     .chain(kernels::cases())
     // 15: GEMM.
     .chain(gemm::cases())
+    // 16: graph editing.
+    .chain(editing::cases())
     .collect()
 }

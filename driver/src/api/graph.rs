@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use accel_graph_api::GraphTopology;
+use accel_graph_api::{GraphTopology, InstantiateFlags};
 
 use super::{DriverCapture, DriverResult};
 
@@ -11,8 +11,10 @@ pub trait DriverGraphs: DriverCapture {
     /// An executable graph (dropping it releases it; a launch in flight finishes first).
     type Exec: Send + 'static;
 
-    /// Builds the executable graph.
-    fn instantiate(&self, graph: &Self::Graph) -> DriverResult<Self::Exec>;
+    /// Builds the executable graph with `flags` (which the driver layer checked against
+    /// `capabilities().device_launch`).
+    fn instantiate(&self, graph: &Self::Graph, flags: InstantiateFlags)
+    -> DriverResult<Self::Exec>;
 
     /// Uploads the executable ahead of its first launch, in `stream`'s order (a no-op where
     /// `capabilities().graph_upload` is false).

@@ -12,6 +12,7 @@
 //! method is unsafe to call.
 
 mod capture;
+mod editing;
 mod error;
 mod event;
 mod graph;
@@ -23,6 +24,7 @@ mod stream;
 use accel_graph_api::{BackendKind, Capabilities, backend_kit::stream_order::ReuseRule};
 
 pub use capture::DriverCapture;
+pub use editing::{CapturePoint, DriverEditing};
 pub use error::{DriverError, DriverResult};
 pub use event::DriverEvents;
 pub use graph::DriverGraphs;
@@ -36,7 +38,7 @@ pub use stream::DriverStreams;
 ///
 /// Calls are made with the driver bound ([`Driver::bind`]) on the calling thread. Every
 /// associated handle type releases its object on drop.
-pub trait Driver: DriverOps + DriverEvents + DriverGraphs + DriverKernels {
+pub trait Driver: DriverOps + DriverEvents + DriverGraphs + DriverKernels + DriverEditing {
     /// Which backend the driver is.
     const KIND: BackendKind;
 

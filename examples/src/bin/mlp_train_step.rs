@@ -10,6 +10,9 @@
 //! Lines printed (and written to `DIR/accel_results.txt` with `--dump`):
 //! `accel: batch=B eager_ms=E graphed_ms=G replays=N` and
 //! `accel-check: batch=B max_param_diff=D max_param=M loss_first=L0 loss_last=L1`.
+// Monomorphizing the full-iteration wrapper over the wgpu backend proves `Send + Sync`
+// through wgpu-core's resource types, deeper than the default limit allows in a debug build.
+#![recursion_limit = "256"]
 
 use std::{path::PathBuf, time::Instant};
 

@@ -4,6 +4,9 @@
 //!
 //! Run on the mock, or any backend with `--backend`:
 //! `cargo run -p accel-graph-examples --release --bin train_loop -- [--backend auto]`
+// Monomorphizing the full-iteration wrapper over the wgpu backend proves `Send + Sync`
+// through wgpu-core's resource types, deeper than the default limit allows in a debug build.
+#![recursion_limit = "256"]
 
 use std::time::Instant;
 

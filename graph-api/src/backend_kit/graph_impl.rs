@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use crate::{CaptureErrorMode, Graph, GraphError, GraphOptions, GraphTopology, PoolId, Result};
+use crate::{
+    CaptureErrorMode, CapturedNode, Graph, GraphError, GraphOptions, GraphTopology, PoolId, Result,
+    kernel::KernelArg,
+};
 
 /// The backend half of a graph — PyTorch's `GraphImplInterface` — called by [`crate::Graph`]
 /// only in legal states, so implementations need no state checks of their own.
@@ -12,6 +15,9 @@ pub trait GraphImpl: Send + 'static {
     type RawGraph;
     /// The executable graph, as [`Graph::executable`] hands it out.
     type Executable;
+    /// The memory under the backend's buffers, as kernel arguments carry it (the backend's
+    /// [`PortableOps::Memory`](crate::PortableOps::Memory)).
+    type Memory: 'static;
 
     /// Backend name for diagnostics.
     fn backend_name(&self) -> &'static str;
@@ -33,7 +39,9 @@ pub trait GraphImpl: Send + 'static {
     /// Launches the executable graph on the calling thread's current stream.
     fn replay(&mut self) -> Result<()>;
 
-    /// Drops the raw graph, keeping the executable one.
+    /// Drops the raw graph, keeping the executable one. An implementation may keep a copy for
+    /// graph editing (updates, use as a child graph) while the front object refuses access to
+    /// it ([`GraphError::RawGraphUnavailable`]).
     fn drop_raw_graph(&mut self);
 
     /// Drops everything (aborting a capture in progress) and releases the graph's holds on
@@ -55,6 +63,29 @@ pub trait GraphImpl: Send + 'static {
 
     /// The executable graph, once instantiated.
     fn executable(&self) -> Option<&Self::Executable>;
+
+    /// Takes the parameters of `other` (captured by the same backend instance, with the same
+    /// topology), keeping the executable (see [`Graph::update_from`]). Called with both graphs
+    /// captured. On error nothing changed.
+    fn update_from(&mut self, other: &Self) -> Result<()> {
+        let _ = other;
+        Err(GraphError::Unsupported {
+            what: format!("graph update on the {} backend", self.backend_name()),
+        })
+    }
+
+    /// Sets arguments of one node (see [`Graph::update_node`]). Called with the graph
+    /// captured. On error nothing changed.
+    fn update_node(
+        &mut self,
+        node: CapturedNode,
+        args: &[(usize, KernelArg<'_, Self::Memory>)],
+    ) -> Result<()> {
+        let _ = (node, args);
+        Err(GraphError::Unsupported {
+            what: format!("node update on the {} backend", self.backend_name()),
+        })
+    }
 }
 
 /// Wraps a backend's graph implementation in the front object (what a backend's

@@ -697,6 +697,14 @@ impl<A: RawAllocator> BlockHold<A> {
     }
 }
 
+/// Another hold on the same block (a graph taking over, or embedding, the work of another
+/// graph holds the blocks that work uses in its own right).
+impl<A: RawAllocator> Clone for BlockHold<A> {
+    fn clone(&self) -> Self {
+        self.pools.hold_block(self.id)
+    }
+}
+
 impl<A: RawAllocator> Drop for BlockHold<A> {
     fn drop(&mut self) {
         self.pools.unhold_block(self.id);

@@ -178,3 +178,88 @@ pub(crate) fn bucketed_cache_argument_errors<B: Backend>(t: &Target<B>) -> CaseR
         .ctx("valid run after errors")?;
     same_bits("after errors", &run.download(1).ctx("download")?, &[1.0; 2])
 }
+
+/// §16.21: with shared executables, buckets of one topology run on one executable switched by
+/// updates, and every run equals the run of a cache with an executable per bucket, bit for
+/// bit; `precapture` captures every bucket when the cache is made.
+pub(crate) fn bucketed_cache_shares_executables<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let sizes = CaptureSizes::new([1, 2, 3, 4, 6, 8]).ctx("sizes")?;
+    let f = |b: &B, x: &[&B::Buffer<f32>]| rows_model(b, x);
+    let opts = BucketedCacheOptions::new().pad_value(0.5).warmup_iters(0);
+    let mut separate =
+        BucketedGraphCache::new(b, f, sizes.clone(), vec![2, 1], opts).ctx("separate cache")?;
+    let mut shared = BucketedGraphCache::new(
+        b,
+        f,
+        sizes.clone(),
+        vec![2, 1],
+        opts.share_executables(true),
+    )
+    .ctx("shared cache")?;
+    ensure(shared.captured_buckets().is_empty(), || {
+        "a lazy cache captures nothing before its first run".into()
+    })?;
+    let batches = [3, 1, 8, 2, 3, 5, 6, 1, 4, 8, 8];
+    for (i, &batch) in batches.iter().enumerate() {
+        let x0 = data(i as u64, batch * 2);
+        let x1 = data(100 + i as u64, batch);
+        let want = {
+            let run = separate.run(&[&x0, &x1]).ctx("separate run")?;
+            (
+                run.download(0).ctx("download")?,
+                run.download(1).ctx("download")?,
+            )
+        };
+        let run = shared.run(&[&x0, &x1]).ctx("shared run")?;
+        ensure(run.outputs().is_replayed(), || {
+            format!("batch {batch}: a bucketed run must replay")
+        })?;
+        same_bits(
+            &format!("batch {batch}, output 0"),
+            &run.download(0).ctx("download")?,
+            &want.0,
+        )?;
+        same_bits(
+            &format!("batch {batch}, output 1"),
+            &run.download(1).ctx("download")?,
+            &want.1,
+        )?;
+    }
+    let (s, r) = (shared.stats(), separate.stats());
+    let buckets = shared.captured_buckets().len();
+    ensure(
+        buckets == 6 && shared.executables() == 1 && s.instantiations == 1,
+        || {
+            format!(
+                "{buckets} buckets of one topology: one executable expected, got {} ({s})",
+                shared.executables()
+            )
+        },
+    )?;
+    ensure(r.instantiations == 6 && separate.executables() == 6, || {
+        format!("the separate cache instantiates every bucket: {r}")
+    })?;
+    // Consecutive runs of one bucket switch nothing: batches 8, 8 at the end.
+    ensure(s.updates < batches.len() as u64, || {
+        format!("a run of the bucket already loaded must not update: {s}")
+    })?;
+    let eager = BucketedGraphCache::new(
+        b,
+        f,
+        sizes,
+        vec![2, 1],
+        opts.share_executables(true).precapture(true),
+    )
+    .ctx("precaptured cache")?;
+    ensure(
+        eager.captured_buckets() == vec![1, 2, 3, 4, 6, 8] && eager.stats().instantiations == 1,
+        || {
+            format!(
+                "precapture: {:?}, {}",
+                eager.captured_buckets(),
+                eager.stats()
+            )
+        },
+    )
+}
