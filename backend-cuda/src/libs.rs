@@ -12,8 +12,11 @@ use accel_graph_driver::{DriverError, DriverResult};
 pub(crate) struct Library {
     /// Its name in errors (`libnvrtc`).
     pub(crate) name: &'static str,
-    /// cudarc's stem of its file names (`nvrtc`: `libnvrtc.so`, `libnvrtc.so.12`...).
-    stem: &'static str,
+    /// File names tried on Linux: the sonames of the CUDA majors cudarc loads, then the
+    /// development link.
+    linux: &'static [&'static str],
+    /// File names tried on Windows.
+    windows: &'static [&'static str],
     /// What provides it, for the error.
     install: &'static str,
 }
@@ -21,7 +24,17 @@ pub(crate) struct Library {
 /// NVRTC, which compiles users' CUDA C kernels.
 pub(crate) const NVRTC: Library = Library {
     name: "libnvrtc",
-    stem: "nvrtc",
+    linux: &[
+        "libnvrtc.so.13",
+        "libnvrtc.so.12",
+        "libnvrtc.so.11.2",
+        "libnvrtc.so",
+    ],
+    windows: &[
+        "nvrtc64_130_0.dll",
+        "nvrtc64_120_0.dll",
+        "nvrtc64_112_0.dll",
+    ],
     install: "install the CUDA toolkit's NVRTC (the cuda-nvrtc package, or pip's \
               nvidia-cuda-nvrtc-cu12) and put its lib folder on LD_LIBRARY_PATH",
 };
@@ -29,15 +42,30 @@ pub(crate) const NVRTC: Library = Library {
 /// cuBLAS, which runs GEMM.
 pub(crate) const CUBLAS: Library = Library {
     name: "libcublas",
-    stem: "cublas",
+    linux: &[
+        "libcublas.so.13",
+        "libcublas.so.12",
+        "libcublas.so.11",
+        "libcublas.so",
+    ],
+    windows: &["cublas64_13.dll", "cublas64_12.dll", "cublas64_11.dll"],
     install: "install cuBLAS (the libcublas package, or pip's nvidia-cublas-cu12) and put its \
               lib folder on LD_LIBRARY_PATH",
 };
 
 impl Library {
-    /// The file names tried, in the order cudarc's loader tries them.
+    /// The file names tried. Each is among the names cudarc's loader tries, so one that loads
+    /// here is one cudarc finds. Not cudarc's own list (`get_lib_name_candidates`): that exists
+    /// only while cudarc loads at run time, and a build where another crate has cudarc link
+    /// CUDA instead (candle-core's `cuda` feature asks for `dynamic-linking`) turns loading off
+    /// for every crate in it.
     fn candidates(&self) -> Vec<String> {
-        cudarc::get_lib_name_candidates(self.stem)
+        let names = if cfg!(windows) {
+            self.windows
+        } else {
+            self.linux
+        };
+        names.iter().map(|name| (*name).to_owned()).collect()
     }
 
     /// `Ok` if one of the file names cudarc tries loads (so cudarc's loader will not panic on
@@ -97,7 +125,8 @@ mod tests {
 
     const ABSENT: Library = Library {
         name: "libabsent",
-        stem: "accel_graph_no_such_library",
+        linux: &["libaccel_graph_no_such_library.so"],
+        windows: &["accel_graph_no_such_library.dll"],
         install: "nothing to install",
     };
 
@@ -106,10 +135,7 @@ mod tests {
         match ABSENT.probe() {
             Err(GraphError::LibraryUnavailable { library, reason }) => {
                 assert_eq!(library, "libabsent");
-                assert!(
-                    reason.contains("libaccel_graph_no_such_library.so"),
-                    "{reason}"
-                );
+                assert!(reason.contains("accel_graph_no_such_library"), "{reason}");
                 assert!(reason.contains("nothing to install"), "{reason}");
             }
             other => panic!("expected LibraryUnavailable, got {other:?}"),
