@@ -129,7 +129,8 @@ impl ConditionKernel {
                     describe(rc).0
                 ));
             }
-            let kernel = ConditionKernel {
+            // Unloads the module again on the error returns below.
+            let mut kernel = ConditionKernel {
                 module,
                 function: ptr::null_mut(),
             };
@@ -145,7 +146,10 @@ impl ConditionKernel {
             if rc != sys::CUresult::CUDA_SUCCESS {
                 return Err(format!("cuFuncLoad: {}", describe(rc).0));
             }
-            Ok(ConditionKernel { function, ..kernel })
+            // Not `ConditionKernel { function, ..kernel }`: that copies the handles out and
+            // drops `kernel`, whose drop unloads the module the function belongs to.
+            kernel.function = function;
+            Ok(kernel)
         })
     }
 
@@ -514,11 +518,15 @@ impl DriverEditing for CudaDevice {
                 )
             }
             PortableOp::Copy { .. } => {
-                // SAFETY: all-zero copy parameters are valid.
-                let mut params: sys::CUDA_MEMCPY3D = unsafe { std::mem::zeroed() };
-                // SAFETY: `key` is the memcpy node the op was captured as.
-                let rc = unsafe { sys::cuGraphMemcpyNodeGetParams(key, &mut params) };
+                // Not `mem::zeroed`: the memory-type fields are enums without a zero value.
+                // The driver fills every field.
+                let mut params = std::mem::MaybeUninit::<sys::CUDA_MEMCPY3D>::zeroed();
+                // SAFETY: `key` is the memcpy node the op was captured as; the out-parameter
+                // is writable memory of the struct's size.
+                let rc = unsafe { sys::cuGraphMemcpyNodeGetParams(key, params.as_mut_ptr()) };
                 check(rc, "cuGraphMemcpyNodeGetParams")?;
+                // SAFETY: written in full by the successful call above.
+                let mut params = unsafe { params.assume_init() };
                 params.dstDevice = out_ptr;
                 params.srcDevice = input_ptr;
                 if let Some((exec, node)) = exec {

@@ -49,8 +49,11 @@ step() { # step NAME LOGFILE COMMAND...
 # The disk cache of users' compiled kernels, kept with the logs (a run's later steps hit it).
 export ACCEL_GRAPH_KERNEL_CACHE="$OUT/kernel-cache"
 
-export ACCEL_GRAPH_CONFORMANCE_REPETITIONS=1000 ACCEL_GRAPH_CONFORMANCE_LIFETIMES=10000 \
-    ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES=1000 ACCEL_GRAPH_TORCH_REPLAYS=1000
+# Full size unless the caller sets a size (a shorter run within one device call).
+export ACCEL_GRAPH_CONFORMANCE_REPETITIONS="${ACCEL_GRAPH_CONFORMANCE_REPETITIONS:-1000}" \
+    ACCEL_GRAPH_CONFORMANCE_LIFETIMES="${ACCEL_GRAPH_CONFORMANCE_LIFETIMES:-10000}" \
+    ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES="${ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES:-1000}" \
+    ACCEL_GRAPH_TORCH_REPLAYS="${ACCEL_GRAPH_TORCH_REPLAYS:-1000}"
 step conformance conformance.log "$B/test-conformance"
 step unavailable examples.log "$B/test-unavailable"
 step capture_probe probe.log "$B/capture_probe"
