@@ -351,7 +351,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
     }
 
     fn replay(&mut self) -> Result<()> {
-        let shared = Arc::clone(&self.shared);
+        let shared = &self.shared;
         // A disabled span costs one load of its call site's interest (measured in
         // docs/BENCHMARKS.md): cheap next to a launch.
         let _span = tracing::debug_span!("replay", graph = self.serial).entered();
@@ -359,27 +359,16 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         // Frees that host callbacks of earlier replays deferred run now (a flag test when
         // there are none).
         shared.domain.flush();
-        let capturing = shared
-            .current
-            .with(|stream| stream.inner.capture().map(|entry| (entry, stream.clone())));
-        if let Some((entry, stream)) = capturing {
-            return self.record_as_child(&entry, &stream);
-        }
-        let Some(exec) = self.exec.as_ref() else {
-            return Err(GraphError::NotInstantiated);
-        };
         shared.current.with(|stream| {
-            // Decided and launched with the membership settled: a capture another thread
-            // begins on the stream meanwhile would record the launch as a raw node, outside
-            // the child-graph path above.
+            // Decided and launched (or recorded) with the membership settled: a capture
+            // another thread begins or ends on the stream meanwhile waits for this call.
             let settled = stream.inner.settled()?;
-            if settled.capture().is_some() {
-                return Err(GraphError::Unsupported {
-                    what: "replaying a graph on a stream that another thread began capturing \
-                           during the replay; order the replay and the capture"
-                        .to_owned(),
-                });
+            if let Some(entry) = settled.capture() {
+                return self.record_as_child(entry, stream);
             }
+            let Some(exec) = self.exec.as_ref() else {
+                return Err(GraphError::NotInstantiated);
+            };
             shared.check(
                 // SAFETY: the executable belongs to this graph, which holds the blocks its
                 // capture touched and its host callbacks' data until it is reset or dropped
@@ -460,7 +449,7 @@ impl<D: Driver> DriverGraph<D> {
     /// Records this graph as one node of the capture `stream` takes part in (a replay while
     /// the stream captures).
     fn record_as_child(
-        &mut self,
+        &self,
         entry: &Arc<CaptureEntry<D>>,
         stream: &DriverStream<D>,
     ) -> Result<()> {

@@ -37,7 +37,7 @@ use std::{
     cell::Cell,
     fmt,
     sync::{
-        Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+        Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
         atomic::{AtomicBool, Ordering},
     },
 };
@@ -72,11 +72,18 @@ pub(crate) struct StreamInner<D: Driver> {
     /// Fast path of `capture`: most ops run on streams that are not capturing.
     capturing: AtomicBool,
     capture: Mutex<Option<Arc<CaptureEntry<D>>>>,
+    /// Held, while the stream captures, by a call from issuing its work to asking the driver
+    /// which node the work became: the driver's answer (the stream's capture dependencies) is
+    /// valid only until the next call on the stream, and another thread's call in between
+    /// would both name the wrong node and free the array being read.
+    issue: Mutex<()>,
 }
 
 /// The read side of a stream's membership lock: until it drops, no capture begins, ends or
 /// forks on the stream, so what [`Settled::capture`] says stays true.
 pub(crate) struct Settled<'a, D: Driver> {
+    /// Dropped before the read lock (fields drop in order).
+    _issue: Option<MutexGuard<'a, ()>>,
     _read: Option<RwLockReadGuard<'a, ()>>,
     /// The thread's previously settled stream, restored on drop.
     outer: usize,
@@ -130,11 +137,24 @@ impl<D: Driver> StreamInner<D> {
             // Nothing is changed under the lock: a poisoned one guards valid state.
             Some(self.settle.read().unwrap_or_else(|e| e.into_inner()))
         };
+        let capture = self.capture();
+        // Calls on a capturing stream are serialised (see `issue`); a nested call on the
+        // stream this thread already settled holds it through the outer call.
+        let issue = match (&capture, &read) {
+            (Some(_), Some(_)) if in_host_callback() => match self.issue.try_lock() {
+                Ok(issue) => Some(issue),
+                Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(TryLockError::WouldBlock) => return Err(busy_in_callback()),
+            },
+            (Some(_), Some(_)) => Some(self.issue.lock().unwrap_or_else(|e| e.into_inner())),
+            _ => None,
+        };
         SETTLED.with(|s| s.set(self.address()));
         Ok(Settled {
+            _issue: issue,
             _read: read,
             outer,
-            capture: self.capture(),
+            capture,
         })
     }
 
@@ -213,6 +233,7 @@ impl<D: Driver> DriverStream<D> {
                 settle: RwLock::new(()),
                 capturing: AtomicBool::new(false),
                 capture: Mutex::new(None),
+                issue: Mutex::new(()),
             }),
         }
     }
