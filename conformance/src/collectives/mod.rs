@@ -173,7 +173,7 @@ impl<B: Backend> CollectiveCase<B> {
 ///
 /// ```
 /// let cases = accel_graph_conformance::collective_cases::<accel_graph_mock::MockBackend>();
-/// assert!(cases.iter().all(|c| c.name.starts_with("16.")));
+/// assert!(cases.iter().all(|c| c.name.starts_with("17.")));
 /// ```
 pub fn collective_cases<B: Backend>() -> Vec<CollectiveCase<B>> {
     cases::cases()
