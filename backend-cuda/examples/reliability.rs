@@ -159,7 +159,7 @@ fn record_stream(b: &CudaBackend) -> Result<String, String> {
             maker.replay().map_err(e)?;
         }
         b.stream_synchronize(&main).map_err(e)?;
-        let out = b.alloc_from(&[0.0]).map_err(e)?;
+        let out = b.alloc_from(&[0.0f32]).map_err(e)?;
         // 300 ms on the side stream before it reads x.
         launch_spin(
             &spin,

@@ -109,7 +109,9 @@ impl HandBuilt {
                     Op::Scale(a) => (1, a),
                     Op::Axpy(a) => (2, a),
                 };
-                let mut params = [0u8; 16];
+                // The shader's `Params`: n, a, then zero, the views' first elements and
+                // padding (all 0 here: whole buffers), 32 bytes in all.
+                let mut params = [0u8; 32];
                 params[..4].copy_from_slice(&(n as u32).to_le_bytes());
                 params[4..8].copy_from_slice(&a.to_le_bytes());
                 let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
