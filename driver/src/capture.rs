@@ -105,7 +105,11 @@ impl<D: Driver> KeepAlive<D> {
         self.callbacks.extend(other.callbacks.iter().cloned());
         for object in &other.objects {
             let id = Arc::as_ptr(object).cast::<()>();
-            if !self.objects.iter().any(|o| Arc::as_ptr(o).cast::<()>() == id) {
+            if !self
+                .objects
+                .iter()
+                .any(|o| Arc::as_ptr(o).cast::<()>() == id)
+            {
                 self.objects.push(Arc::clone(object));
             }
         }
