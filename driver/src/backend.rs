@@ -270,7 +270,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
         // whatever its mode or thread.
         // Checked and made while no capture can begin: relaxed mode does not exempt a
         // device-wide wait, so it must not meet in the driver a capture begun after the check.
-        shared.domain.excluding_capture_begins(|| {
+        let mark = shared.domain.excluding_capture_begins(|| {
             shared
                 .domain
                 .rules
@@ -278,6 +278,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
             shared.bind()?;
             // Taken before the wait: every free made before it is covered once it returns.
             let began = shared.pools.order().now();
+            let mark = shared.retirement_mark();
             shared.check(
                 shared.driver.synchronize(),
                 CallSite::unsafe_call("synchronize"),
@@ -285,9 +286,9 @@ impl<D: Driver> Backend for DriverBackend<D> {
             // No capture of the domain runs (checked under the gate), so this completes
             // eager work only, never the uses of a block inside a capture.
             shared.pools.order().device_completed_before(began);
-            Ok(())
+            Ok(mark)
         })?;
-        shared.after_synchronize();
+        shared.after_synchronize(mark);
         self.after_wait()
     }
 

@@ -58,8 +58,12 @@ pub(crate) struct Shared<D: Driver> {
     pub(crate) host_panics: Arc<HostPanics>,
     /// Host callbacks of reset graphs: a launch in flight may still call them, so they go at
     /// the next device synchronization. Shared: host nodes point at them, and graphs that
-    /// took over or embed another graph's work call its callbacks too.
-    retired: Mutex<Vec<Arc<HostCall>>>,
+    /// took over or embed another graph's work call its callbacks too. Each with the number of
+    /// its retirement: a synchronization frees only those retired before it began (a graph
+    /// replayed and reset by another thread meanwhile may have a launch still queued).
+    retired: Mutex<Vec<(u64, Arc<HostCall>)>>,
+    /// The number the next retirement gets.
+    next_retirement: AtomicU64,
     pending_frees: Mutex<Vec<PendingFree<D>>>,
     next_graph: AtomicU64,
     /// Users' kernels compiled for this instance, by kernel id (each with its kernel, which
@@ -104,6 +108,7 @@ impl<D: Driver> Shared<D> {
             captures: Mutex::new(Vec::new()),
             host_panics: Arc::new(HostPanics::default()),
             retired: Mutex::new(Vec::new()),
+            next_retirement: AtomicU64::new(0),
             pending_frees: Mutex::new(Vec::new()),
             next_graph: AtomicU64::new(1),
             kernels: Mutex::new(HashMap::new()),
@@ -209,10 +214,16 @@ impl<D: Driver> Shared<D> {
         if callbacks.is_empty() {
             return;
         }
-        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
-        retired.extend(callbacks);
+        // Numbered after the graph's last launch (a reset follows its replays), so a
+        // synchronization that began after this number was taken covers those launches.
+        let number = self.next_retirement.fetch_add(1, Ordering::AcqRel);
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(callbacks.into_iter().map(|call| (number, call)));
         // Checked and synchronized while no capture can begin, as `synchronize` does: a
-        // capture begun after the check would meet the device-wide wait.
+        // capture begun after the check would meet the device-wide wait. The list is not
+        // locked meanwhile: a host callback the wait waits for may retire callbacks too.
         let synchronized = !in_host_callback()
             && self.domain.excluding_capture_begins(|| {
                 !self.domain.capture_active()
@@ -220,16 +231,25 @@ impl<D: Driver> Shared<D> {
                     && self.driver.synchronize().is_ok()
             });
         if synchronized {
-            retired.clear();
+            self.retired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|(retired, _)| *retired > number);
         }
     }
 
-    /// After a device synchronization: every launch has finished.
-    pub(crate) fn after_synchronize(&self) {
+    /// Taken right before a device synchronization, for [`Shared::after_synchronize`].
+    pub(crate) fn retirement_mark(&self) -> u64 {
+        self.next_retirement.load(Ordering::Acquire)
+    }
+
+    /// After a device synchronization that began at `mark` ([`Shared::retirement_mark`]):
+    /// every launch made before it has finished, so the callbacks retired before it go.
+    pub(crate) fn after_synchronize(&self, mark: u64) {
         self.retired
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clear();
+            .retain(|(number, _)| *number >= mark);
         self.poll_pending_frees();
     }
 
