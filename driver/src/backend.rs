@@ -684,7 +684,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let settled = stream.inner.settled()?;
         match Self::valid_capture(&settled)? {
             Some(entry) => {
-                if editing::in_body(shared, &entry, &stream) {
+                if editing::in_body(shared, entry, &stream) {
                     return Err(editing::not_in_body("host_callback"));
                 }
                 let label = format!(
@@ -703,7 +703,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
                         .launch_host(&stream.inner.raw, host::run_kept, data)
                 };
                 shared.check(launched, CallSite::op("host_callback"))?;
-                editing::record(shared, &entry, &stream, || Work::Fixed(Signature::Host));
+                editing::record(shared, entry, &stream, || Work::Fixed(Signature::Host));
             }
             None => {
                 let call = HostCall::new(f, "(eager)".to_owned(), Arc::clone(&shared.host_panics));

@@ -23,6 +23,9 @@ use crate::{
     shared::Shared,
 };
 
+/// What a capture leaves when it closes: the holds the graph takes over and the nodes the API
+/// recorded.
+type Closed<D> = (KeepAlive<D>, Recorded<D>);
 /// A capture this graph runs.
 struct Capturing<D: Driver> {
     entry: Arc<CaptureEntry<D>>,
@@ -89,10 +92,7 @@ impl<D: Driver> DriverGraph<D> {
     /// decides "capturing" and then reaches a driver whose capture is over (a host callback
     /// would then run a trampoline the graph frees). Returns the driver's result and what the
     /// graph must keep alive.
-    fn end_in_driver(
-        &self,
-        capturing: &Capturing<D>,
-    ) -> (Result<D::Graph>, (KeepAlive<D>, Recorded<D>)) {
+    fn end_in_driver(&self, capturing: &Capturing<D>) -> (Result<D::Graph>, Closed<D>) {
         let shared = &self.shared;
         let _origin = capturing.stream.inner.membership_lock();
         // No stream joins from here: a fork holds the origin's lock for reading.
@@ -117,7 +117,7 @@ impl<D: Driver> DriverGraph<D> {
     fn finish_capture(
         &mut self,
         capturing: &Capturing<D>,
-        (kept, recorded): (KeepAlive<D>, Recorded<D>),
+        (kept, recorded): Closed<D>,
     ) -> Option<String> {
         let entry = &capturing.entry;
         self.shared.captures().retain(|c| !Arc::ptr_eq(c, entry));
