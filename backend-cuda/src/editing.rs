@@ -256,8 +256,11 @@ fn capture_info(stream: sys::CUstream) -> DriverResult<Option<CaptureInfo>> {
         )
     };
     check(rc, "cuStreamGetCaptureInfo_v3")?;
+    // Only an active capture's graph and dependencies may be read: once the capture is
+    // invalidated the driver may already have released them (its documentation: the graph
+    // handle "may be invalidated before end of capture for certain errors").
     Ok(
-        (status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+        (status == sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
             && !info.graph.is_null())
         .then_some(info),
     )
@@ -274,7 +277,7 @@ unsafe fn add_to_capture(
 ) -> DriverResult<sys::CUgraphNode> {
     let info = capture_info(stream)?.ok_or_else(|| {
         DriverError::Api(GraphError::CaptureInvalidated {
-            reason: format!("{call}: the stream is not capturing"),
+            reason: format!("{call}: the stream is not capturing, or its capture was invalidated"),
         })
     })?;
     let mut node = ptr::null_mut();
@@ -629,7 +632,9 @@ impl DriverEditing for CudaDevice {
         let raw = stream.cu_stream();
         let info = capture_info(raw)?.ok_or_else(|| {
             DriverError::Api(GraphError::CaptureInvalidated {
-                reason: "a conditional node on a stream that is not capturing".to_owned(),
+                reason: "a conditional node on a stream that is not capturing (or whose capture \
+                         was invalidated)"
+                    .to_owned(),
             })
         })?;
         let mut handle = 0;

@@ -76,8 +76,9 @@ fn capture_info(stream: ffi::hipStream_t) -> DriverResult<Option<CaptureInfo>> {
         )
     };
     check(err, "hipStreamGetCaptureInfo_v2")?;
-    // hipStreamCaptureStatusNone is 0.
-    Ok((status != 0 && !info.graph.is_null()).then_some(info))
+    // hipStreamCaptureStatusActive is 1. Only an active capture's graph and dependencies may
+    // be read: an invalidated capture's may already be released.
+    Ok((status == 1 && !info.graph.is_null()).then_some(info))
 }
 
 fn kernel_params(node: ffi::hipGraphNode_t) -> DriverResult<ffi::hipKernelNodeParams> {
@@ -297,7 +298,9 @@ impl DriverEditing for HipDevice {
         let raw = stream.raw();
         let info = capture_info(raw)?.ok_or_else(|| {
             DriverError::Api(GraphError::CaptureInvalidated {
-                reason: "a child graph on a stream that is not capturing".to_owned(),
+                reason: "a child graph on a stream that is not capturing (or whose capture was \
+                         invalidated)"
+                    .to_owned(),
             })
         })?;
         let mut node = ptr::null_mut();
