@@ -87,18 +87,21 @@ fn ranks_sharing_a_capture_domain_must_capture_thread_local() {
         2,
         |_| MockBackend::with_config(MockConfig::shared(4242)).unwrap(),
         |rank, b| -> Result<(Option<GraphError>, Vec<f32>)> {
-            let comm = comm(&b, store.clone(), rank, 2, Duration::from_secs(10))?;
+            // Everything a rank allocates comes before either rank captures: an allocation while
+            // the other thread holds a global capture is itself refused.
             let x = b.alloc_from(&[rank as f32 + 1.0; 2])?;
             let stream = b.new_stream()?;
             let mut global =
                 b.graph(GraphOptions::new().capture_error_mode(CaptureErrorMode::Global))?;
+            let mut local =
+                b.graph(GraphOptions::new().capture_error_mode(CaptureErrorMode::ThreadLocal))?;
+            let comm = comm(&b, store.clone(), rank, 2, Duration::from_secs(10))?;
+            comm.barrier()?; // both ranks are done setting up, communicator included
             // Refused before anything is recorded or compared: the body's error discards it.
             let refused = b
                 .capture_on(&stream, &mut global, || comm.all_reduce(&x, ReduceOp::Sum))
                 .err();
             comm.barrier()?; // neither rank captures while the other is still in its global one
-            let mut local =
-                b.graph(GraphOptions::new().capture_error_mode(CaptureErrorMode::ThreadLocal))?;
             b.capture_on(&stream, &mut local, || comm.all_reduce(&x, ReduceOp::Sum))?;
             comm.barrier()?;
             local.replay()?;
