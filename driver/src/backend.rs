@@ -373,10 +373,17 @@ impl<D: Driver> Backend for DriverBackend<D> {
         // The wait may fork the stream into a capture: its membership changes together with
         // the driver's wait, under its membership lock (see `crate::stream`).
         let membership = stream.inner.membership_lock_for_call()?;
-        let joined_before = match stream.inner.capture() {
+        let member_of = stream.inner.capture();
+        // A wait on a capturing stream changes its capture's graph (a join edge): it takes
+        // the capture's turn like any call into it (see `crate::stream::Issuing`).
+        let _issuing = member_of
+            .as_deref()
+            .map(CaptureEntry::issuing)
+            .transpose()?;
+        let joined_before = match &member_of {
             Some(entry) => {
                 entry.record.ensure_valid()?;
-                if event.options.external && editing::in_body(shared, &entry, &stream) {
+                if event.options.external && editing::in_body(shared, entry, &stream) {
                     return Err(editing::not_in_body("an external event's wait"));
                 }
                 true

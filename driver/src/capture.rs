@@ -19,7 +19,7 @@ use std::{
 };
 
 use accel_graph_api::{
-    PoolId,
+    GraphError, PoolId,
     backend_kit::{
         capture_rules::CaptureRecord,
         pools::{BlockHold, BlockId, OwnedAllocation},
@@ -27,8 +27,12 @@ use accel_graph_api::{
 };
 
 use crate::{
-    Driver, allocator::DriverAllocator, collectives::CapturedCollectives, editing::Recorded,
-    host::HostCall, stream::StreamInner,
+    Driver,
+    allocator::DriverAllocator,
+    collectives::CapturedCollectives,
+    editing::Recorded,
+    host::HostCall,
+    stream::{Issuing, StreamInner},
 };
 
 /// What a graph keeps alive for its captured work: a hold on every block an op touched (so
@@ -139,6 +143,9 @@ pub(crate) struct CaptureEntry<D: Driver> {
     pub(crate) collectives: CapturedCollectives<D>,
     /// The nodes the API issued, for graph editing.
     recorded: Mutex<Recorded<D>>,
+    /// Held by a call from issuing work into the capture, on any of its streams, to asking the
+    /// driver which node it became (see [`crate::stream::Issuing`]).
+    issue: Arc<parking_lot::Mutex<()>>,
 }
 
 impl<D: Driver> CaptureEntry<D> {
@@ -160,7 +167,13 @@ impl<D: Driver> CaptureEntry<D> {
             host_nodes: AtomicUsize::new(0),
             collectives: CapturedCollectives::default(),
             recorded: Mutex::new(Recorded::default()),
+            issue: Arc::new(parking_lot::Mutex::new(())),
         })
+    }
+
+    /// This thread's turn to issue work into the capture (see [`crate::stream::Issuing`]).
+    pub(crate) fn issuing(&self) -> Result<Issuing, GraphError> {
+        Issuing::of(&self.issue)
     }
 
     /// The nodes the API issued so far.

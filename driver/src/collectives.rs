@@ -138,7 +138,10 @@ impl<D: Driver> DeviceComm<BufferMemory<D>> for CommRank<D> {
         shared.bind()?;
         let signature = call.signature;
         shared.current.with(|stream| {
-            let capture = match stream.inner.capture() {
+            // Decided and issued with the membership settled (see `crate::stream`): a capture
+            // begun meanwhile would record the collective without keeping its buffers.
+            let settled = stream.inner.settled()?;
+            let capture = match settled.capture() {
                 Some(entry) => {
                     entry.record.ensure_valid()?;
                     Some(entry)

@@ -337,7 +337,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         shared.current.with(|stream| {
             // An upload on a capturing stream would join that capture; the first launch
             // uploads instead.
-            let settled = stream.inner.settled()?;
+            let settled = stream.inner.settled_outside_capture()?;
             if settled.capture().is_none() {
                 let _upload = tracing::info_span!("upload", graph = self.serial).entered();
                 shared.check(

@@ -296,7 +296,7 @@ impl<D: Driver> Shared<D> {
                     // Decided and recorded with the membership settled: a record on a stream
                     // that began capturing meanwhile would be a node of that capture, and
                     // its query illegal.
-                    let Ok(settled) = stream.inner.settled() else {
+                    let Ok(settled) = stream.inner.settled_outside_capture() else {
                         still.push(stream);
                         continue;
                     };

@@ -18,6 +18,12 @@
 //!   `wait_event` (the forked stream, and the capture's origin for reading, so that the
 //!   capture cannot end meanwhile).
 //!
+//! Calls into a capture are moreover serialised across all its streams ([`Issuing`]): a call
+//! that settled a capturing stream holds its capture's turn until it returns, and so does a
+//! wait that joins or forks a stream into a capture. The turn is taken after every stream
+//! lock the call takes, and no call holding it waits for a stream lock (calls inside host
+//! callbacks only try), so it adds no cycle to what follows.
+//!
 //! Deadlock freedom: a thread waits for one stream's read lock, or a forked stream's write
 //! lock and then an origin's read lock, or an origin's and then its members' write locks;
 //! write locks are held around driver calls that never wait for device work, and around
@@ -37,7 +43,7 @@ use std::{
     cell::Cell,
     fmt,
     sync::{
-        Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+        Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
         atomic::{AtomicBool, Ordering},
     },
 };
@@ -72,18 +78,62 @@ pub(crate) struct StreamInner<D: Driver> {
     /// Fast path of `capture`: most ops run on streams that are not capturing.
     capturing: AtomicBool,
     capture: Mutex<Option<Arc<CaptureEntry<D>>>>,
-    /// Held, while the stream captures, by a call from issuing its work to asking the driver
-    /// which node the work became: the driver's answer (the stream's capture dependencies) is
-    /// valid only until the next call on the stream, and another thread's call in between
-    /// would both name the wrong node and free the array being read.
-    issue: Mutex<()>,
+}
+
+thread_local! {
+    /// The issue lock (its address; 0 for none) this thread's innermost [`Issuing`] holds: a
+    /// nested call into the same capture (a host callback run inside the call, a fork settling
+    /// the capture's origin) holds it through the outer call.
+    static ISSUING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A thread's turn to issue work into one capture, held by a call from issuing its work (on
+/// any of the capture's streams) to asking the driver which node the work became.
+///
+/// Per capture, not per stream: the driver's answer (the stream's capture dependencies) is
+/// valid only until the next call on the stream, and the graph being captured into is one
+/// object for all its streams, which the driver does not synchronise (its documentation:
+/// graph objects "must not be accessed concurrently from multiple threads"). Two threads
+/// issuing on two streams of one capture — a stream forked into it and its origin — would
+/// otherwise grow and read the same graph at once.
+pub(crate) struct Issuing {
+    _guard: Option<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
+    /// The thread's previously held issue lock, restored on drop.
+    outer: usize,
+}
+
+impl Issuing {
+    /// Waits for the turn on `lock` (a capture's issue lock); inside a host callback, where no
+    /// call may wait, a lock in use elsewhere is refused with [`GraphError::Unsupported`].
+    pub(crate) fn of(lock: &Arc<parking_lot::Mutex<()>>) -> Result<Self> {
+        let address = Arc::as_ptr(lock) as usize;
+        let outer = ISSUING.with(Cell::get);
+        let guard = if outer == address {
+            None
+        } else if in_host_callback() {
+            Some(lock.try_lock_arc().ok_or_else(busy_in_callback)?)
+        } else {
+            Some(lock.lock_arc())
+        };
+        ISSUING.with(|held| held.set(address));
+        Ok(Issuing {
+            _guard: guard,
+            outer,
+        })
+    }
+}
+
+impl Drop for Issuing {
+    fn drop(&mut self) {
+        ISSUING.with(|held| held.set(self.outer));
+    }
 }
 
 /// The read side of a stream's membership lock: until it drops, no capture begins, ends or
 /// forks on the stream, so what [`Settled::capture`] says stays true.
 pub(crate) struct Settled<'a, D: Driver> {
     /// Dropped before the read lock (fields drop in order).
-    _issue: Option<MutexGuard<'a, ()>>,
+    _issue: Option<Issuing>,
     _read: Option<RwLockReadGuard<'a, ()>>,
     /// The thread's previously settled stream, restored on drop.
     outer: usize,
@@ -123,6 +173,18 @@ impl<D: Driver> StreamInner<D> {
     /// a capture on is refused with [`GraphError::Unsupported`].
     #[inline]
     pub(crate) fn settled(&self) -> Result<Settled<'_, D>> {
+        self.settle(true)
+    }
+
+    /// [`StreamInner::settled`] for a call that issues nothing while the stream captures (it
+    /// acts only on a stream that does not): without the capture's turn to issue, so that a
+    /// caller holding other locks never waits for a call into a capture.
+    pub(crate) fn settled_outside_capture(&self) -> Result<Settled<'_, D>> {
+        self.settle(false)
+    }
+
+    #[inline]
+    fn settle(&self, issuing: bool) -> Result<Settled<'_, D>> {
         let outer = SETTLED.with(Cell::get);
         let read = if outer == self.address() {
             // Held already by this thread's outer call (a callback it runs synchronously).
@@ -138,15 +200,9 @@ impl<D: Driver> StreamInner<D> {
             Some(self.settle.read().unwrap_or_else(|e| e.into_inner()))
         };
         let capture = self.capture();
-        // Calls on a capturing stream are serialised (see `issue`); a nested call on the
-        // stream this thread already settled holds it through the outer call.
-        let issue = match (&capture, &read) {
-            (Some(_), Some(_)) if in_host_callback() => match self.issue.try_lock() {
-                Ok(issue) => Some(issue),
-                Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-                Err(TryLockError::WouldBlock) => return Err(busy_in_callback()),
-            },
-            (Some(_), Some(_)) => Some(self.issue.lock().unwrap_or_else(|e| e.into_inner())),
+        // Calls into a capture are serialised (see `Issuing`).
+        let issue = match &capture {
+            Some(entry) if issuing => Some(entry.issuing()?),
             _ => None,
         };
         SETTLED.with(|s| s.set(self.address()));
@@ -233,7 +289,6 @@ impl<D: Driver> DriverStream<D> {
                 settle: RwLock::new(()),
                 capturing: AtomicBool::new(false),
                 capture: Mutex::new(None),
-                issue: Mutex::new(()),
             }),
         }
     }
