@@ -19,6 +19,8 @@ use crate::{Outcome, Target, cases, report::run_case};
 ///   reason is printed once: `skipped: backend cuda unavailable: ...`.
 /// * A case whose requirement the backend lacks is ignored, with the reason printed.
 /// * Cases run one at a time on the main thread (see [`trials`]).
+/// * With [`crate::crash::CRASH_BACKTRACE_ENV`] set, a fault prints the faulting thread's
+///   backtrace before the process dies of it.
 /// * Run with [`crate::lifetimes::CHILD_FLAG`] first, the binary is a child process of the
 ///   buffer-lifetime cases ([`crate::lifetimes::child_main`]).
 pub fn run_trials<B: Backend>(
@@ -30,6 +32,7 @@ pub fn run_trials<B: Backend>(
         return crate::lifetimes::child_main(factory, &raw[1..]);
     }
     crate::lifetimes::isolation::enable_children();
+    crate::crash::install_if_asked();
     let mut args = Arguments::from_args();
     if args.test_threads.is_some_and(|n| n != 1) {
         eprintln!("accel-graph conformance: cases run one at a time (--test-threads ignored)");

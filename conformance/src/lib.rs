@@ -71,6 +71,7 @@ mod cases;
 mod check;
 mod collectives;
 mod config;
+pub mod crash;
 mod harness;
 pub mod lifetimes;
 mod report;

@@ -1086,6 +1086,10 @@ impl<D: Driver> DriverBackend<D> {
         let shared = self.shared();
         let site = CallSite::op(kind.name());
         let bound = Bound::of_view(cond);
+        // The node is added to the capture's graph in the capture's turn (see
+        // `crate::stream::Issuing`), and so is its end; not the bodies: they are the caller's
+        // code, each call of which takes the turn itself.
+        let turn = entry.issuing().map_err(Failure::Error)?;
         let mut node = shared
             .check(
                 // SAFETY: the stream captures through this layer (its entry), which keeps the
@@ -1098,10 +1102,12 @@ impl<D: Driver> DriverBackend<D> {
                 site,
             )
             .map_err(Failure::Error)?;
+        drop(turn);
         let mut signatures = Vec::with_capacity(bodies.len());
         for (branch, body) in bodies.iter_mut().enumerate() {
             signatures.push(self.capture_body(entry, &mut node, branch, &mut **body)?);
         }
+        let _turn = entry.issuing().map_err(Failure::Error)?;
         shared
             .check(
                 // SAFETY: the node was begun on this capturing stream above.
@@ -1149,6 +1155,13 @@ impl<D: Driver> DriverBackend<D> {
             entry.recorded().bodies.retain(|&k| k != key);
             shared.relaxed(|| drop(body_stream));
         };
+        let turn = match entry.issuing() {
+            Ok(turn) => turn,
+            Err(e) => {
+                finish(body_stream);
+                return Err(Failure::Error(e));
+            }
+        };
         let begun = shared.check(
             // SAFETY: the body stream joined the capture's entry above, so the work issued on
             // it is kept alive by the capture's graph; it leaves at `finish`.
@@ -1172,9 +1185,13 @@ impl<D: Driver> DriverBackend<D> {
             .ok()
             .flatten()
             .map(|p| p.graph);
+        drop(turn);
         let previous = shared.current.set(body_stream.clone());
         let ran = panic::catch_unwind(AssertUnwindSafe(&mut *body));
         shared.current.set(previous);
+        // The branch must end whatever happens: refused the turn (only inside a host
+        // callback, while another thread issues), it ends without it.
+        let _turn = entry.issuing().ok();
         let ended = shared.check(
             // SAFETY: ends the body begun above on this stream.
             unsafe {

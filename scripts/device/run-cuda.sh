@@ -5,7 +5,8 @@
 # reset-recapture with 1000 replays), the capture-semantics probe, the examples (cudarc
 # interop included), the PyTorch comparison, the benchmarks (user kernels against portable
 # ops included), the graph-editing benchmark (`editing:` lines), the soak and the reliability
-# checks (last: its sticky-fault check ruins its own process's context). Logs go to $OUT
+# checks (last: its sticky-fault check ruins its own process's context). The capture-race
+# stress (12.05) runs apart, with a backtrace printed if it dies of a fault. Logs go to $OUT
 # (default ./device-logs); users' kernels compiled by NVRTC are cached in $OUT/kernel-cache;
 # the exit status is non-zero if any step failed.
 #
@@ -54,7 +55,10 @@ export ACCEL_GRAPH_CONFORMANCE_REPETITIONS="${ACCEL_GRAPH_CONFORMANCE_REPETITION
     ACCEL_GRAPH_CONFORMANCE_LIFETIMES="${ACCEL_GRAPH_CONFORMANCE_LIFETIMES:-10000}" \
     ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES="${ACCEL_GRAPH_CONFORMANCE_STRESS_CYCLES:-1000}" \
     ACCEL_GRAPH_TORCH_REPLAYS="${ACCEL_GRAPH_TORCH_REPLAYS:-1000}"
-step conformance conformance.log "$B/test-conformance"
+# The capture-race stress (12.05) runs in a process of its own, with a backtrace if it dies
+# of a fault: a crash there must not cost the rest of the suite.
+step conformance conformance.log "$B/test-conformance" --skip 12.05
+step capture_race capture_race.log env ACCEL_GRAPH_CRASH_BACKTRACE=1 "$B/test-conformance" 12.05
 step unavailable examples.log "$B/test-unavailable"
 step capture_probe probe.log "$B/capture_probe"
 step cublas_user_kernel examples.log "$B/cublas_user_kernel"
@@ -69,6 +73,8 @@ step reliability reliability.log "$B/reliability"
 
 {
   grep -hs "^test result\|\.\.\. FAILED" "$OUT/conformance.log"
+  grep -hs "^test result\|\.\.\. FAILED\|capture race:\|accel-graph conformance: signal" \
+    "$OUT/capture_race.log"
   grep -hs "^bench:" "$OUT/bench.log"
   grep -hs "^bench_user_kernels:" "$OUT/bench.log"
   grep -hs "^torch:" "$OUT/bench.log"
