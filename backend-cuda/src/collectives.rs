@@ -22,59 +22,11 @@
 //! into NCCL runs under a guard that turns such a panic into that error.
 
 #[cfg(not(feature = "nccl"))]
-mod without {
-    use std::convert::Infallible;
-
-    use accel_graph_api::{GraphError, collective::CommId};
-    use accel_graph_driver::{
-        DriverError, DriverResult,
-        api::{CommSpec, DriverCollectives, RawCollective},
-    };
-
-    use crate::{CuBlock, CuStream, CudaDevice};
-
-    fn unsupported() -> DriverError {
-        DriverError::Api(GraphError::Unsupported {
-            what: "collectives on the CUDA backend: accel-graph-cuda was built without its \
-                   `nccl` feature (enable it, or the facade's `nccl` feature)"
-                .to_owned(),
-        })
-    }
-
-    impl DriverCollectives for CudaDevice {
-        /// No communicator can be made in this build.
-        type Comm = Infallible;
-
-        fn comm_support(&self) -> DriverResult<()> {
-            Err(unsupported())
-        }
-
-        fn comm_unique_id(&self) -> DriverResult<CommId> {
-            Err(unsupported())
-        }
-
-        fn comm_init(&self, _spec: CommSpec<'_>) -> DriverResult<Infallible> {
-            Err(unsupported())
-        }
-
-        unsafe fn collective(
-            &self,
-            comm: &Infallible,
-            _call: RawCollective<'_, CuBlock>,
-            _stream: &CuStream,
-        ) -> DriverResult<()> {
-            match *comm {}
-        }
-
-        fn comm_error(&self, comm: &Infallible) -> Option<String> {
-            match *comm {}
-        }
-
-        fn comm_abort(&self, comm: &Infallible, _reason: &str) {
-            match *comm {}
-        }
-    }
-}
+accel_graph_driver::no_collectives!(
+    crate::CudaDevice,
+    "collectives on the CUDA backend: accel-graph-cuda was built without its `nccl` feature \
+     (enable it, or the facade's `nccl` feature)"
+);
 
 #[cfg(feature = "nccl")]
 pub use with::NcclComm;

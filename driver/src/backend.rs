@@ -129,6 +129,42 @@ impl<D: Driver> DriverBackend<D> {
         self.shared.domain.rules.check_unsafe_call(operation)
     }
 
+    /// A copy between `view` and `host_len` host elements that waits for the current stream
+    /// (`upload`, `download`): checked, decided with the stream settled, refused on a
+    /// capturing stream ([`DriverBackend::blocking_call`]) and made by `copy` through the
+    /// driver on the stream's raw handle.
+    fn blocking_copy<T: Element>(
+        &self,
+        operation: &'static str,
+        view: &View<'_, DriverBuffer<D, T>>,
+        host_len: usize,
+        copy: impl FnOnce(&D, &D::Stream) -> DriverResult<()>,
+    ) -> Result<()> {
+        self.own_buffer(view.buffer())?;
+        if host_len != view.len() {
+            return Err(GraphError::LengthMismatch {
+                op: operation,
+                expected: view.len(),
+                got: host_len,
+            });
+        }
+        let shared = &self.shared;
+        let stream = shared.current.get();
+        let settled = stream.inner.settled()?;
+        self.blocking_call(operation, &settled)?;
+        shared.bind()?;
+        let began = shared.pools.order().now();
+        shared.check(
+            // Relaxed: the rules allowed the copy (see `crate::domain`).
+            shared.relaxed(|| copy(&shared.driver, &stream.inner.raw)),
+            CallSite::unsafe_call(operation),
+        )?;
+        // The copy ran in the stream's order, after its earlier work, and was waited for.
+        stream.inner.clock.completed_before(began);
+        drop(settled);
+        self.after_wait()
+    }
+
     /// Waits through the driver (`wait`, an unsafe call named `operation`) for work on the
     /// device. The caller then polls the frees waiting for that work and checks the host
     /// callbacks that ran ([`DriverBackend::after_driver_wait`]), once it holds no stream's
@@ -562,39 +598,19 @@ impl<D: Driver> Backend for DriverBackend<D> {
         src: &[T],
     ) -> Result<()> {
         let dst = dst.into();
-        self.own_buffer(dst.buffer())?;
-        if src.len() != dst.len() {
-            return Err(GraphError::LengthMismatch {
-                op: "upload",
-                expected: dst.len(),
-                got: src.len(),
-            });
-        }
-        let shared = &self.shared;
-        let stream = shared.current.get();
-        let settled = stream.inner.settled()?;
-        self.blocking_call("upload", &settled)?;
-        shared.bind()?;
-        let began = shared.pools.order().now();
-        shared.check(
+        self.blocking_copy("upload", &dst, src.len(), |driver, stream| {
             // SAFETY: `dst` views a live buffer of this instance, so its block is allocated,
             // the view lies inside the buffer and the buffer inside its block, and `src` has
-            // the view's length (checked above): its bytes fit.
-            // Relaxed: the rules allowed the copy (see `crate::domain`).
-            shared.relaxed(|| unsafe {
-                shared.driver.upload(
+            // the view's length (checked by `blocking_copy`): its bytes fit.
+            unsafe {
+                driver.upload(
                     dst.buffer().block(),
                     dst.byte_offset(),
                     bytemuck::cast_slice(src),
-                    &stream.inner.raw,
+                    stream,
                 )
-            }),
-            CallSite::unsafe_call("upload"),
-        )?;
-        // The copy ran in the stream's order, after its earlier work, and was waited for.
-        stream.inner.clock.completed_before(began);
-        drop(settled);
-        self.after_wait()
+            }
+        })
     }
 
     fn download_into<'a, T: Element>(
@@ -603,38 +619,20 @@ impl<D: Driver> Backend for DriverBackend<D> {
         dst: &mut [T],
     ) -> Result<()> {
         let src = src.into();
-        self.own_buffer(src.buffer())?;
-        if src.len() != dst.len() {
-            return Err(GraphError::LengthMismatch {
-                op: "download",
-                expected: src.len(),
-                got: dst.len(),
-            });
-        }
-        let shared = &self.shared;
-        let stream = shared.current.get();
-        let settled = stream.inner.settled()?;
-        self.blocking_call("download", &settled)?;
-        shared.bind()?;
-        let began = shared.pools.order().now();
-        shared.check(
+        let len = dst.len();
+        self.blocking_copy("download", &src, len, |driver, stream| {
             // SAFETY: `src` views a live buffer of this instance, so its block is allocated,
             // the view lies inside the buffer and the buffer inside its block, and `dst` has
-            // the view's length (checked above): its bytes fit.
-            // Relaxed: the rules allowed the copy (see `crate::domain`).
-            shared.relaxed(|| unsafe {
-                shared.driver.download(
+            // the view's length (checked by `blocking_copy`): its bytes fit.
+            unsafe {
+                driver.download(
                     src.buffer().block(),
                     src.byte_offset(),
                     bytemuck::cast_slice_mut(dst),
-                    &stream.inner.raw,
+                    stream,
                 )
-            }),
-            CallSite::unsafe_call("download"),
-        )?;
-        stream.inner.clock.completed_before(began);
-        drop(settled);
-        self.after_wait()
+            }
+        })
     }
 
     fn record_stream<T: Element>(

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use accel_graph_api::collective::{CollectiveSignature, CommId};
+use accel_graph_api::{
+    GraphError,
+    collective::{CollectiveSignature, CommId},
+};
 
 use super::{Bytes, DriverOps, DriverResult};
 
@@ -77,4 +80,59 @@ pub trait DriverCollectives: DriverOps {
     /// Ends the device work waiting on `comm` and makes it unusable (NCCL's
     /// `ncclCommAbort`); later collectives on it fail.
     fn comm_abort(&self, comm: &Self::Comm, reason: &str);
+}
+
+/// The refusal of a driver without collectives: [`GraphError::Unsupported`] saying `why`
+/// (what [`no_collectives!`](crate::no_collectives) answers).
+pub fn collectives_unsupported(why: &str) -> crate::DriverError {
+    crate::DriverError::Api(GraphError::Unsupported {
+        what: why.to_owned(),
+    })
+}
+
+/// Implements [`DriverCollectives`] for a driver that has none (WebGPU, HIP without RCCL,
+/// CUDA built without NCCL): no communicator can be made (`Comm` is uninhabited), and
+/// [`comm_support`](DriverCollectives::comm_support), `comm_unique_id` and `comm_init` answer
+/// [`GraphError::Unsupported`] with the reason `$why`, a `&str` (so the collective conformance
+/// cases are skipped with it).
+#[macro_export]
+macro_rules! no_collectives {
+    ($device:ty, $why:expr) => {
+        impl $crate::api::DriverCollectives for $device {
+            /// No communicator can be made.
+            type Comm = ::std::convert::Infallible;
+
+            fn comm_support(&self) -> $crate::DriverResult<()> {
+                Err($crate::api::collectives_unsupported($why))
+            }
+
+            fn comm_unique_id(&self) -> $crate::DriverResult<$crate::__api::collective::CommId> {
+                Err($crate::api::collectives_unsupported($why))
+            }
+
+            fn comm_init(
+                &self,
+                _spec: $crate::api::CommSpec<'_>,
+            ) -> $crate::DriverResult<::std::convert::Infallible> {
+                Err($crate::api::collectives_unsupported($why))
+            }
+
+            unsafe fn collective(
+                &self,
+                comm: &::std::convert::Infallible,
+                _call: $crate::api::RawCollective<'_, Self::Block>,
+                _stream: &Self::Stream,
+            ) -> $crate::DriverResult<()> {
+                match *comm {}
+            }
+
+            fn comm_error(&self, comm: &::std::convert::Infallible) -> Option<String> {
+                match *comm {}
+            }
+
+            fn comm_abort(&self, comm: &::std::convert::Infallible, _reason: &str) {
+                match *comm {}
+            }
+        }
+    };
 }

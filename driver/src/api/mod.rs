@@ -25,7 +25,7 @@ mod stream;
 use accel_graph_api::{BackendKind, Capabilities, backend_kit::stream_order::ReuseRule};
 
 pub use capture::DriverCapture;
-pub use collectives::{CommSpec, DriverCollectives, RawCollective};
+pub use collectives::{CommSpec, DriverCollectives, RawCollective, collectives_unsupported};
 pub use editing::{CapturePoint, DriverEditing};
 pub use error::{DriverError, DriverResult};
 pub use event::DriverEvents;
