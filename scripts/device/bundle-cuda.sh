@@ -18,19 +18,10 @@ for ex in "${EXAMPLES[@]}"; do
   cp "$CARGO_TARGET_DIR/release/examples/$ex" "$BUNDLE/$ex"
 done
 
-# Test binaries: cargo names them with a hash, so take their paths from its JSON messages.
+# Test binaries: cargo names them with a hash; stage-tests.py takes their paths from its JSON
+# messages.
 cargo test --release -p accel-graph-cuda --test conformance --test unavailable \
-  --no-run --message-format=json |
-  python3 -c '
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
-            and "test" in msg["target"]["kind"]:
-        print(msg["target"]["name"], msg["executable"])
-' | while read -r name exe; do
-  cp "$exe" "$BUNDLE/test-$name"
-done
+  --no-run --message-format=json | python3 scripts/device/stage-tests.py "$BUNDLE" --prefix test-
 
 # The conformance binary keeps its symbol table: the capture-race stress prints a backtrace
 # if it dies of a fault, which names functions only where symbols are left.

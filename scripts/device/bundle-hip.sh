@@ -11,27 +11,17 @@ target="${CARGO_TARGET_DIR:-target}"
 bundle=.device-bundle/hip
 rm -rf "$bundle"
 mkdir -p "$bundle/bin"
-json=$(CARGO_TARGET_DIR="$target" cargo test --release -p accel-graph-hip --features runtime \
-    --no-run --message-format=json)
-# Test executables of accel-graph-hip: "<target name> <path>" per line.
-echo "$json" | python3 -c '
-import json, sys
-for line in sys.stdin:
-    try:
-        m = json.loads(line)
-    except ValueError:
-        continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") \
-            and m["target"]["kind"] == ["test"] and "accel-graph-hip" in m["package_id"] \
-            and m["target"]["name"] in ("conformance", "interop", "unavailable"):
-        print(m["target"]["name"], m["executable"])
-' | while read -r name exe; do
-    cp "$exe" "$bundle/bin/$name"
+# The test executables of accel-graph-hip, staged from cargo's JSON messages.
+CARGO_TARGET_DIR="$target" cargo test --release -p accel-graph-hip --features runtime \
+    --no-run --message-format=json |
+    python3 scripts/device/stage-tests.py "$bundle/bin" --package accel-graph-hip \
+        --only conformance,interop,unavailable
+for exe in "$bundle"/bin/*; do
     # The conformance binary keeps its symbol table, for the capture-race stress's backtrace.
-    if [ "$name" = conformance ]; then
-        strip --strip-debug "$bundle/bin/$name"
+    if [ "$(basename "$exe")" = conformance ]; then
+        strip --strip-debug "$exe"
     else
-        strip "$bundle/bin/$name"
+        strip "$exe"
     fi
 done
 # The HIP symbols the binaries import: the shim must export each of them.

@@ -18,20 +18,10 @@ for ex in allreduce_graph collective_ranks; do
   cp "$CARGO_TARGET_DIR/release/examples/$ex" "$BUNDLE/$ex"
 done
 
-# The collective cases with ranks as threads; cargo names the binary with a hash, so take its
-# path from its JSON messages.
+# The collective cases with ranks as threads (cargo names the binary with a hash:
+# stage-tests.py takes its path from cargo's JSON messages).
 cargo test --release -p accel-graph-cuda --features nccl --test collectives \
-  --no-run --message-format=json |
-  python3 -c '
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
-            and "test" in msg["target"]["kind"]:
-        print(msg["target"]["name"], msg["executable"])
-' | while read -r name exe; do
-  cp "$exe" "$BUNDLE/test-$name"
-done
+  --no-run --message-format=json | python3 scripts/device/stage-tests.py "$BUNDLE" --prefix test-
 
 strip "$BUNDLE"/*
 cp backend-cuda/bench/torch_allreduce_graph.py "$BUNDLE/"

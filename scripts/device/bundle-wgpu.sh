@@ -18,16 +18,8 @@ cargo build --release -p accel-graph-wgpu --example wgpu_replay_vs_eager --examp
 for example in wgpu_replay_vs_eager wgpu_user_pipeline; do
     cp "${CARGO_TARGET_DIR:-target}/release/examples/$example" "$out/$example"
 done
-# Test binaries have hashed names: ask cargo for them.
+# Test binaries have hashed names: stage-tests.py takes them from cargo's JSON messages.
 cargo test --release -p accel-graph-wgpu --test conformance --test semantics --test interop --no-run \
-    --message-format=json 2>/dev/null |
-    python3 -c '
-import json, sys, shutil
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        shutil.copy(m["executable"], sys.argv[1] + "/" + m["target"]["name"])
-        print("bundled", m["target"]["name"])
-' "$out"
+    --message-format=json 2>/dev/null | python3 scripts/device/stage-tests.py "$out"
 strip "$out"/*
 ls -la "$out"
