@@ -5,9 +5,10 @@ into DEST, as PREFIX + its target name (cargo names the files with a hash). Prin
 "<name> <staged path>" per binary.
 
     cargo test --release -p CRATE --test NAME --no-run --message-format=json |
-        python3 scripts/device/stage-tests.py DEST [--prefix P] [--package CRATE] [--only A,B]
+        python3 scripts/device/stage-tests.py DEST [--prefix P] [--only A,B]
 
---package keeps only that package's tests, --only only the named test targets.
+--only keeps only the named test targets (cargo builds test targets of the `-p` packages
+alone, so no other package's tests are among them).
 """
 import argparse
 import json
@@ -20,7 +21,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dest")
     parser.add_argument("--prefix", default="")
-    parser.add_argument("--package")
     parser.add_argument("--only")
     args = parser.parse_args()
     only = set(args.only.split(",")) if args.only else None
@@ -36,10 +36,6 @@ def main() -> int:
             or not message.get("executable")
             or target.get("kind") != ["test"]
         ):
-            continue
-        # package_id ends in "#name@version" (or names the package otherwise): match the name.
-        if args.package and f"#{args.package}@" not in message.get("package_id", "") \
-                and f"{args.package} " not in message.get("package_id", ""):
             continue
         if only is not None and target["name"] not in only:
             continue
