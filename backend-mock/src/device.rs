@@ -58,7 +58,8 @@ impl MockDevice {
             config,
             domain,
             memory,
-            capture: SoftwareCapture::default(),
+            // The mock is where the driver layer's handling of CUDA's races is checked.
+            capture: SoftwareCapture::modelling_driver_races(),
             device_captures: Default::default(),
             counters: Counters::default(),
             faults: Faults::default(),

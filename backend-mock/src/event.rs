@@ -70,6 +70,7 @@ impl DriverEvents for MockDevice {
 
     unsafe fn record_event(&self, event: &Self::Event, stream: &Self::Stream) -> DriverResult<()> {
         self.alive()?;
+        self.capture.check_link(&event.mark());
         let capturing = self.capture.capture_id(stream.index()).is_some();
         if event.options.external && capturing {
             // An external event is a node of the graph: each replay records it.
@@ -96,6 +97,7 @@ impl DriverEvents for MockDevice {
             ));
         }
         let mark = event.mark().clone();
+        self.capture.check_link(&mark);
         self.capture
             .wait_event(stream.index(), stream.index() == 0, &mark)?;
         if !capturing {

@@ -359,13 +359,12 @@ impl<D: Driver> Backend for DriverBackend<D> {
             shared.driver.create_event(options),
             CallSite::op("new_event"),
         )?;
-        Ok(DriverEvent {
+        Ok(DriverEvent::new(
             raw,
-            instance: shared.id,
+            shared.id,
             options,
-            recorded_in: Default::default(),
-            stamp: Default::default(),
-        })
+            Arc::clone(&shared.turn),
+        ))
     }
 
     fn record_event(&self, event: &DriverEvent<D>) -> Result<()> {
@@ -388,6 +387,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
             } else {
                 shared.pools.order().stamp(&stream.inner.clock)
             };
+            let mut call = event.linked()?;
             shared.check(
                 // SAFETY: through this layer a wait on the event forks a stream into the
                 // capture only in `wait_event` below, which joins the stream to the capture's
@@ -395,7 +395,8 @@ impl<D: Driver> Backend for DriverBackend<D> {
                 unsafe { shared.driver.record_event(&event.raw, &stream.inner.raw) },
                 CallSite::op("record_event"),
             )?;
-            event.set_recorded_in(capture);
+            call.set_recorded_in(capture);
+            drop(call);
             event.set_stamp(stamp);
             Ok(())
         })
@@ -411,7 +412,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
         let membership = stream.inner.membership_lock_for_call()?;
         let member_of = stream.inner.capture();
         // A wait on a capturing stream changes its capture's graph (a join edge): it takes
-        // the capture's turn like any call into it (see `crate::stream::Issuing`).
+        // the turn like any call into a capture (see `crate::stream::Issuing`).
         let _issuing = member_of
             .as_deref()
             .map(CaptureEntry::issuing)
@@ -446,6 +447,15 @@ impl<D: Driver> Backend for DriverBackend<D> {
             .filter(|origin| !Arc::ptr_eq(origin, &stream.inner));
         let _origin = origin.as_ref().map(|origin| origin.settled()).transpose()?;
         let forked = target.filter(|entry| entry.join(&stream.inner));
+        let call = match event.linked() {
+            Ok(call) => call,
+            Err(e) => {
+                if let Some(entry) = &forked {
+                    stream.inner.leave_capture(entry);
+                }
+                return Err(e);
+            }
+        };
         let waited = shared.check(
             // SAFETY: a stream this wait forks into a capture has joined that capture's entry
             // above (membership recorded), so the ops this layer issues on it are kept alive
@@ -453,6 +463,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
             unsafe { shared.driver.wait_event(&stream.inner.raw, &event.raw) },
             CallSite::op("wait_event"),
         );
+        drop(call);
         if let Err(e) = waited {
             if let Some(entry) = &forked {
                 stream.inner.leave_capture(entry);
@@ -507,6 +518,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
         // `cuEventQuery` is an unsafe call during a capture, like a synchronize.
         shared.domain.rules.check_unsafe_call("event_query")?;
         shared.bind()?;
+        let _call = event.linked()?;
         shared.check(
             shared.relaxed(|| shared.driver.event_query(&event.raw)),
             CallSite::unsafe_call("event_query"),

@@ -143,8 +143,9 @@ pub(crate) struct CaptureEntry<D: Driver> {
     pub(crate) collectives: CapturedCollectives<D>,
     /// The nodes the API issued, for graph editing.
     recorded: Mutex<Recorded<D>>,
-    /// Held by a call from issuing work into the capture, on any of its streams, to asking the
-    /// driver which node it became (see [`crate::stream::Issuing`]).
+    /// The instance's turn to call into captures, held by a call from issuing work into the
+    /// capture, on any of its streams, to asking the driver which node it became (see
+    /// [`crate::stream::Issuing`]).
     issue: Arc<parking_lot::Mutex<()>>,
 }
 
@@ -154,6 +155,7 @@ impl<D: Driver> CaptureEntry<D> {
         record: Arc<CaptureRecord>,
         graph: u64,
         origin: &Arc<StreamInner<D>>,
+        turn: Arc<parking_lot::Mutex<()>>,
     ) -> Arc<Self> {
         Arc::new(CaptureEntry {
             driver_id: OnceLock::new(),
@@ -167,11 +169,11 @@ impl<D: Driver> CaptureEntry<D> {
             host_nodes: AtomicUsize::new(0),
             collectives: CapturedCollectives::default(),
             recorded: Mutex::new(Recorded::default()),
-            issue: Arc::new(parking_lot::Mutex::new(())),
+            issue: turn,
         })
     }
 
-    /// This thread's turn to issue work into the capture (see [`crate::stream::Issuing`]).
+    /// This thread's turn to call into the instance's captures (see [`crate::stream::Issuing`]).
     pub(crate) fn issuing(&self) -> Result<Issuing, GraphError> {
         Issuing::of(&self.issue)
     }

@@ -1086,7 +1086,7 @@ impl<D: Driver> DriverBackend<D> {
         let shared = self.shared();
         let site = CallSite::op(kind.name());
         let bound = Bound::of_view(cond);
-        // The node is added to the capture's graph in the capture's turn (see
+        // The node is added to the capture's graph in the turn (see
         // `crate::stream::Issuing`), and so is its end; not the bodies: they are the caller's
         // code, each call of which takes the turn itself.
         let turn = entry.issuing().map_err(Failure::Error)?;

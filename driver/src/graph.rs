@@ -98,6 +98,10 @@ impl<D: Driver> DriverGraph<D> {
         // No stream joins from here: a fork holds the origin's lock for reading.
         let forked = capturing.entry.forked_members();
         let _forked: Vec<_> = forked.iter().map(|s| s.membership_lock()).collect();
+        // The end updates the events recorded in the capture, so it is made in the turn that
+        // calls on those events take (see `crate::event`). Inside a host callback a turn in
+        // use elsewhere is not waited for: the capture must end whatever happens.
+        let turn = capturing.entry.issuing().ok();
         let ended = shared.bind().and_then(|()| {
             shared.check(
                 // SAFETY: ends the capture this graph began (`self.capture` held it); its
@@ -108,6 +112,7 @@ impl<D: Driver> DriverGraph<D> {
                 CallSite::op("capture_end"),
             )
         });
+        drop(turn);
         (ended, capturing.entry.close())
     }
 
@@ -182,7 +187,13 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         // Counted and registered before the driver begins: from here on, frees of the domain
         // wait and the rules refuse the unsafe calls the capture forbids.
         let record = shared.domain.capture_starting(mode);
-        let entry = CaptureEntry::new(pool, record, self.serial, &stream.inner);
+        let entry = CaptureEntry::new(
+            pool,
+            record,
+            self.serial,
+            &stream.inner,
+            Arc::clone(&shared.turn),
+        );
         // A stream taking part in another capture keeps that membership (the driver refuses
         // the begin); a new entry is open, so otherwise the join cannot be refused.
         let joined = stream.inner.capture().is_none() && entry.join(&stream.inner);

@@ -55,6 +55,9 @@ pub(crate) struct Shared<D: Driver> {
     pub(crate) cache: InstanceCache,
     /// Captures in progress, so a stream that joins one by an event wait finds it.
     pub(crate) captures: Mutex<Vec<Arc<CaptureEntry<D>>>>,
+    /// The turn to call into captures, one for all the instance's captures (see
+    /// [`crate::stream::Issuing`]).
+    pub(crate) turn: Arc<parking_lot::Mutex<()>>,
     pub(crate) host_panics: Arc<HostPanics>,
     /// Host callbacks of reset graphs: a launch in flight may still call them, so they go at
     /// the next device synchronization. Shared: host nodes point at them, and graphs that
@@ -106,6 +109,7 @@ impl<D: Driver> Shared<D> {
             domain,
             cache: InstanceCache::default(),
             captures: Mutex::new(Vec::new()),
+            turn: Arc::default(),
             host_panics: Arc::new(HostPanics::default()),
             retired: Mutex::new(Vec::new()),
             next_retirement: AtomicU64::new(0),

@@ -15,7 +15,11 @@
 //! * beginning a capture on a stream that takes part in one is `CUDA_ERROR_ILLEGAL_STATE`;
 //! * ending a capture whose forked work was not joined back into the origin stream is
 //!   `CUDA_ERROR_STREAM_CAPTURE_UNJOINED`; work recorded into an invalidated capture is
-//!   `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`.
+//!   `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`;
+//! * a call on an event last recorded in a capture, made while another thread grows or ends
+//!   that capture, crashes the CUDA driver (the two update each other): a software capture made
+//!   with [`SoftwareCapture::modelling_driver_races`] panics there, naming the rule
+//!   ([`SoftwareCapture::check_link`]).
 
 use std::{
     collections::HashMap,
@@ -80,6 +84,9 @@ pub enum EventMark<E> {
 
 struct Capture<C> {
     origin: u64,
+    /// Whether an event was recorded in it: only then do its growth and end race with calls
+    /// on events (see `SoftwareCapture::check_link`).
+    events_recorded: bool,
     nodes: Vec<Node<C>>,
     /// Per member stream: the nodes its next command depends on.
     frontiers: HashMap<u64, Vec<usize>>,
@@ -90,12 +97,18 @@ struct State<C> {
     captures: HashMap<u64, Capture<C>>,
     /// Which capture each capturing stream takes part in.
     membership: HashMap<u64, u64>,
+    /// Captures being grown or ended by a call in progress (only when modelling the driver's
+    /// races), with the number of such calls.
+    changing: HashMap<u64, usize>,
     next_id: u64,
 }
 
 /// The captures in progress of one software device. Streams are named by their driver keys.
 pub struct SoftwareCapture<C> {
     state: Mutex<State<C>>,
+    /// Whether a capture's growth and end leave a window in which a call on an event recorded
+    /// in it is caught (see [`SoftwareCapture::check_link`]).
+    model_races: bool,
 }
 
 impl<C> Default for SoftwareCapture<C> {
@@ -104,8 +117,10 @@ impl<C> Default for SoftwareCapture<C> {
             state: Mutex::new(State {
                 captures: HashMap::new(),
                 membership: HashMap::new(),
+                changing: HashMap::new(),
                 next_id: 1,
             }),
+            model_races: false,
         }
     }
 }
@@ -115,9 +130,50 @@ fn error(kind: EmulatedCudaError, message: impl Into<String>) -> DriverError {
 }
 
 impl<C> SoftwareCapture<C> {
+    /// A software capture that also models the CUDA driver's races between a capture and the
+    /// events recorded in it: a command recorded into a capture an event was recorded in, and
+    /// such a capture's end, yield the thread half-way, and [`SoftwareCapture::check_link`]
+    /// panics on a call that meets them. For a mock, whose purpose is to catch what would
+    /// break a real driver.
+    pub fn modelling_driver_races() -> Self {
+        SoftwareCapture {
+            model_races: true,
+            ..Self::default()
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State<C>> {
         // Every update is a few map operations that cannot panic half-way.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The capture `stream` takes part in, if an event was recorded in it.
+    fn capture_with_events(&self, stream: u64) -> Option<u64> {
+        let state = self.lock();
+        let id = *state.membership.get(&stream)?;
+        state
+            .captures
+            .get(&id)
+            .is_some_and(|c| c.events_recorded)
+            .then_some(id)
+    }
+
+    /// When modelling the driver's races: marks capture `id` as changing, lets other threads
+    /// run, and unmarks it — the window in which the driver would crash on a call on an event
+    /// recorded in it.
+    fn changing_window(&self, id: u64) {
+        if !self.model_races {
+            return;
+        }
+        *self.lock().changing.entry(id).or_default() += 1;
+        std::thread::yield_now();
+        let mut state = self.lock();
+        if let Some(n) = state.changing.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                state.changing.remove(&id);
+            }
+        }
     }
 
     /// Begins a capture on `stream`.
@@ -135,6 +191,7 @@ impl<C> SoftwareCapture<C> {
             id,
             Capture {
                 origin: stream,
+                events_recorded: false,
                 nodes: Vec::new(),
                 frontiers: HashMap::from([(stream, Vec::new())]),
                 invalid: None,
@@ -178,6 +235,11 @@ impl<C> SoftwareCapture<C> {
     /// Records `command` if `stream` is capturing (`Ok(None)`), else hands it back to be run
     /// now (`Ok(Some(command))`). Recording into an invalidated capture fails.
     pub fn record(&self, stream: u64, command: C) -> DriverResult<Option<C>> {
+        if self.model_races
+            && let Some(id) = self.capture_with_events(stream)
+        {
+            self.changing_window(id);
+        }
         let mut state = self.lock();
         let State {
             captures,
@@ -218,8 +280,25 @@ impl<C> SoftwareCapture<C> {
         if let Some(reason) = &capture.invalid {
             return Err(error(EmulatedCudaError::CaptureInvalidated, reason.clone()));
         }
+        capture.events_recorded = true;
         let nodes = capture.frontiers.entry(stream).or_default().clone();
         Ok(Some(EventMark::Captured { capture: id, nodes }))
+    }
+
+    /// Before a call on an event whose last record made `mark`: when modelling the driver's
+    /// races, panics if another thread is growing or ending the capture the mark belongs to —
+    /// the CUDA driver crashes there (a segmentation fault in `cuEventRecordWithFlags`), so a
+    /// driver layer must keep the two apart.
+    pub fn check_link<E>(&self, mark: &EventMark<E>) {
+        if let EventMark::Captured { capture, .. } = mark
+            && self.lock().changing.contains_key(capture)
+        {
+            panic!(
+                "an event last recorded in capture {capture} was used while another thread \
+                 grew or ended that capture: the CUDA driver crashes here (the driver layer \
+                 must serialise the two)"
+            );
+        }
     }
 
     /// Makes `stream` wait for `mark`: CUDA's fork/join rules (see the module documentation).
@@ -318,7 +397,7 @@ impl<C> SoftwareCapture<C> {
     /// Ends the capture that began on `stream`; every stream of it stops capturing whatever
     /// the outcome. Returns the recorded nodes in recording order (a topological order).
     pub fn end(&self, stream: u64) -> DriverResult<Vec<Node<C>>> {
-        let mut state = self.lock();
+        let state = self.lock();
         let Some(id) = state.membership.get(&stream).copied() else {
             return Err(error(
                 EmulatedCudaError::IllegalState,
@@ -331,6 +410,13 @@ impl<C> SoftwareCapture<C> {
                 "a capture must end on the stream it began on",
             ));
         }
+        let events_recorded = state.captures.get(&id).is_some_and(|c| c.events_recorded);
+        drop(state);
+        // CUDA's end updates the events recorded in the capture (see `check_link`).
+        if events_recorded {
+            self.changing_window(id);
+        }
+        let mut state = self.lock();
         let Some(capture) = state.captures.remove(&id) else {
             return Err(error(EmulatedCudaError::IllegalState, "no such capture"));
         };

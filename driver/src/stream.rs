@@ -18,11 +18,12 @@
 //!   `wait_event` (the forked stream, and the capture's origin for reading, so that the
 //!   capture cannot end meanwhile).
 //!
-//! Calls into a capture are moreover serialised across all its streams ([`Issuing`]): a call
-//! that settled a capturing stream holds its capture's turn until it returns, and so does a
-//! wait that joins or forks a stream into a capture. The turn is taken after every stream
-//! lock the call takes, and no call holding it waits for a stream lock (calls inside host
-//! callbacks only try), so it adds no cycle to what follows.
+//! Calls into captures are moreover serialised, one turn per backend instance ([`Issuing`]): a
+//! call that settled a capturing stream holds the turn until it returns, and so do a wait that
+//! joins or forks a stream into a capture, a capture's end, and a call on an event whose last
+//! record was made in a capture still going on (see [`crate::event`]). The turn is taken after
+//! every stream lock the call takes, and no call holding it waits for a stream lock (calls
+//! inside host callbacks only try), so it adds no cycle to what follows.
 //!
 //! Deadlock freedom: a thread waits for one stream's read lock, or a forked stream's write
 //! lock and then an origin's read lock, or an origin's and then its members' write locks;
@@ -87,15 +88,20 @@ thread_local! {
     static ISSUING: Cell<usize> = const { Cell::new(0) };
 }
 
-/// A thread's turn to issue work into one capture, held by a call from issuing its work (on
-/// any of the capture's streams) to asking the driver which node the work became.
+/// A thread's turn to call into the captures of one backend instance, held by a call from
+/// issuing its work (on any of a capture's streams) to asking the driver which node it became,
+/// by a capture's end, and by a call on an event recorded in a capture still going on.
 ///
-/// Per capture, not per stream: the driver's answer (the stream's capture dependencies) is
-/// valid only until the next call on the stream, and the graph being captured into is one
-/// object for all its streams, which the driver does not synchronise (its documentation:
-/// graph objects "must not be accessed concurrently from multiple threads"). Two threads
-/// issuing on two streams of one capture — a stream forked into it and its origin — would
-/// otherwise grow and read the same graph at once.
+/// Not per stream: the driver's answer (the stream's capture dependencies) is valid only until
+/// the next call on the stream, and the graph being captured into is one object for all its
+/// streams, which the driver does not synchronise (its documentation: graph objects "must not
+/// be accessed concurrently from multiple threads"). Two threads issuing on two streams of one
+/// capture — a stream forked into it and its origin — would otherwise grow and read the same
+/// graph at once. Not per capture either: a call on an event recorded in one capture, made on
+/// a stream of another, updates both inside the driver (see [`crate::event`]); with a turn per
+/// capture it would hold two, which two such calls could take in opposite orders. Captures of
+/// one instance made on several threads at once take turns for each call (a few microseconds
+/// of the host's time each); instances, one per device, do not share a turn.
 pub(crate) struct Issuing {
     _guard: Option<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
     /// The thread's previously held issue lock, restored on drop.
@@ -103,7 +109,7 @@ pub(crate) struct Issuing {
 }
 
 impl Issuing {
-    /// Waits for the turn on `lock` (a capture's issue lock); inside a host callback, where no
+    /// Waits for the turn on `lock` (an instance's turn); inside a host callback, where no
     /// call may wait, a lock in use elsewhere is refused with [`GraphError::Unsupported`].
     pub(crate) fn of(lock: &Arc<parking_lot::Mutex<()>>) -> Result<Self> {
         let address = Arc::as_ptr(lock) as usize;
@@ -177,7 +183,7 @@ impl<D: Driver> StreamInner<D> {
     }
 
     /// [`StreamInner::settled`] for a call that issues nothing while the stream captures (it
-    /// acts only on a stream that does not): without the capture's turn to issue, so that a
+    /// acts only on a stream that does not): without the turn to call into captures, so that a
     /// caller holding other locks never waits for a call into a capture.
     pub(crate) fn settled_outside_capture(&self) -> Result<Settled<'_, D>> {
         self.settle(false)

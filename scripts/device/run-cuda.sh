@@ -2,7 +2,8 @@
 # Runs the CUDA binaries staged by scripts/device/bundle-cuda.sh on the GPU machine: the
 # conformance suite at full size (drop-then-replay 1000 times, 10,000 buffer-lifetime programs
 # per contract in child processes, the stress at 8 threads x 1000 cycles per mode, PyTorch's
-# reset-recapture with 1000 replays), the capture-semantics probe, the examples (cudarc
+# reset-recapture with 1000 replays), the capture-semantics probe, the driver probe for an
+# event recorded again while its capture ends (plain CUDA C), the examples (cudarc
 # interop included), the PyTorch comparison, the benchmarks (user kernels against portable
 # ops included), the graph-editing benchmark (`editing:` lines), the soak and the reliability
 # checks (last: its sticky-fault check ruins its own process's context). The capture-race
@@ -61,6 +62,8 @@ step conformance conformance.log "$B/test-conformance" --skip 12.05
 step capture_race capture_race.log env ACCEL_GRAPH_CRASH_BACKTRACE=1 "$B/test-conformance" 12.05
 step unavailable examples.log "$B/test-unavailable"
 step capture_probe probe.log "$B/capture_probe"
+# Whether the driver still crashes where `CaptureLinks` serialises (plain CUDA C, built there).
+step event_race_probe probe.log bash backend-cuda/probes/event_capture_end_race.sh
 step cublas_user_kernel examples.log "$B/cublas_user_kernel"
 step cudarc_interop examples.log "$B/cudarc_interop"
 step debug_dump examples.log "$B/debug_dump" "$OUT/cuda_graph.dot"
@@ -75,6 +78,7 @@ step reliability reliability.log "$B/reliability"
   grep -hs "^test result\|\.\.\. FAILED" "$OUT/conformance.log"
   grep -hs "^test result\|\.\.\. FAILED\|capture race:\|accel-graph conformance: signal" \
     "$OUT/capture_race.log"
+  grep -hs "^event_capture_end_race:" "$OUT/probe.log"
   grep -hs "^bench:" "$OUT/bench.log"
   grep -hs "^bench_user_kernels:" "$OUT/bench.log"
   grep -hs "^torch:" "$OUT/bench.log"

@@ -12,6 +12,7 @@
 //! leak shows in the counts (or crashes the run), and memory must be back where it was.
 
 use std::{
+    panic::{self, AssertUnwindSafe},
     sync::{
         Arc, Barrier,
         atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -183,6 +184,23 @@ fn enqueuer<B: Backend>(
     Ok(calls)
 }
 
+/// A thread's outcome for the main thread: its error, or its panic (a backend's model of a
+/// driver crash panics), so that the others are stopped and the case fails at once.
+fn reported(work: impl FnOnce() -> Result<usize>) -> std::result::Result<usize, String> {
+    match panic::catch_unwind(AssertUnwindSafe(work)) {
+        Ok(Ok(n)) => Ok(n),
+        Ok(Err(e)) => Err(format!("{e:?}: {e}")),
+        Err(payload) => Err(format!(
+            "panicked: {}",
+            payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)")
+        )),
+    }
+}
+
 /// 12.05: see the module documentation. `SuiteConfig::capture_race_rounds` captures in all.
 pub(super) fn capture_race<B: Backend>(t: &Target<B>) -> CaseResult {
     let b = t.backend();
@@ -196,7 +214,7 @@ pub(super) fn capture_race<B: Backend>(t: &Target<B>) -> CaseResult {
     let ledger = Arc::new(Ledger::default());
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(CAPTURERS + ENQUEUERS));
-    let (tx, rx) = mpsc::channel::<(bool, Result<usize>)>();
+    let (tx, rx) = mpsc::channel::<(bool, std::result::Result<usize, String>)>();
     let per_capturer = rounds.div_ceil(CAPTURERS);
     for index in 0..CAPTURERS {
         let own = Own::new(b).ctx("a capturing thread's buffer, stream and event")?;
@@ -209,7 +227,7 @@ pub(super) fn capture_race<B: Backend>(t: &Target<B>) -> CaseResult {
         );
         std::thread::spawn(move || {
             barrier.wait();
-            let ended = capturer(&b, &streams, &ledger, own, index, per_capturer);
+            let ended = reported(|| capturer(&b, &streams, &ledger, own, index, per_capturer));
             let _ = tx.send((true, ended));
         });
     }
@@ -225,7 +243,8 @@ pub(super) fn capture_race<B: Backend>(t: &Target<B>) -> CaseResult {
         );
         std::thread::spawn(move || {
             barrier.wait();
-            let _ = tx.send((false, enqueuer(&b, &streams, &ledger, own, &stop)));
+            let calls = reported(|| enqueuer(&b, &streams, &ledger, own, &stop));
+            let _ = tx.send((false, calls));
         });
     }
     drop(tx);
@@ -255,7 +274,7 @@ pub(super) fn capture_race<B: Backend>(t: &Target<B>) -> CaseResult {
     }
     stop.store(true, Ordering::Release);
     if let Some(e) = first_error {
-        return Err(format!("a thread failed: {e:?}: {e}"));
+        return Err(format!("a thread failed: {e}"));
     }
     drop(streams);
     b.synchronize().ctx("synchronize after the run")?;
