@@ -88,6 +88,10 @@ def run(rank, world, init_file, args):
         f"worst error {worst})",
         flush=True,
     )
+    # A graph holding captured NCCL work keeps the communicator busy: with two ranks or more,
+    # destroy_process_group() hangs in ncclCommDestroy while it lives. Release it first.
+    del graph
+    torch.cuda.synchronize()
     dist.destroy_process_group()
     if not exact and (world & (world - 1)) == 0:
         raise SystemExit(1)

@@ -37,6 +37,9 @@ if [[ -n "$NCCL_SO" ]]; then
   ln -sf "$NCCL_SO" "$OUT/nccl-lib/libnccl.so"
   export LD_LIBRARY_PATH="$OUT/nccl-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+# NVLink multicast stays off (NCCL, PyTorch, NVSHMEM): on shared machines a program that uses it
+# can put the host's GPUs out of service. Nothing here needs it.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 echo "GPUs: $N; NCCL: ${NCCL_SO:-not found}" | tee "$OUT/multi-summary.txt"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader \
   | tee -a "$OUT/multi-summary.txt"
