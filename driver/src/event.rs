@@ -19,9 +19,7 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, Weak},
 };
 
-use accel_graph_api::Result;
-
-use accel_graph_api::{EventOptions, backend_kit::stream_order::OrderStamp};
+use accel_graph_api::{EventOptions, Result, backend_kit::stream_order::OrderStamp};
 
 use crate::{Driver, capture::CaptureEntry, stream::Issuing};
 
