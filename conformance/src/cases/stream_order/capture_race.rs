@@ -29,6 +29,7 @@ use crate::{
     Target,
     check::{CaseResult, Ctx, ensure},
     config::SuiteConfig,
+    report::panic_message,
 };
 
 /// Threads beginning and ending captures.
@@ -190,14 +191,7 @@ fn reported(work: impl FnOnce() -> Result<usize>) -> std::result::Result<usize, 
     match panic::catch_unwind(AssertUnwindSafe(work)) {
         Ok(Ok(n)) => Ok(n),
         Ok(Err(e)) => Err(format!("{e:?}: {e}")),
-        Err(payload) => Err(format!(
-            "panicked: {}",
-            payload
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| payload.downcast_ref::<&str>().copied())
-                .unwrap_or("(no message)")
-        )),
+        Err(payload) => Err(format!("panicked: {}", panic_message(&*payload))),
     }
 }
 
