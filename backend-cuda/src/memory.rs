@@ -67,6 +67,11 @@ impl DriverMemory for CudaDevice {
         block.ptr
     }
 
+    fn recycles_blocks(&self) -> bool {
+        // The driver's free waits for the whole device: one wait for many blocks instead.
+        true
+    }
+
     unsafe fn upload(
         &self,
         dst: &CuBlock,

@@ -45,6 +45,12 @@ pub struct MockConfig {
     /// mock runs them in recording order, which hides it from the values). Off by default;
     /// real backends have no such switch.
     pub unordered_pool_reuse: bool,
+    /// Keep device blocks nothing uses any more for later allocations, as the CUDA and HIP
+    /// backends do (their frees wait for the whole device): a block let go goes back into use
+    /// only after a device-wide wait that began after it was let go, and the simulated
+    /// device sees no free until `empty_cache` or the backend's end. Off by default, so the
+    /// sanitizer reports work that touches a dropped buffer at once.
+    pub recycle_memory: bool,
 }
 
 impl MockConfig {
@@ -70,6 +76,7 @@ impl Default for MockConfig {
             shared_device: None,
             race_sanitizer: true,
             unordered_pool_reuse: false,
+            recycle_memory: false,
         }
     }
 }

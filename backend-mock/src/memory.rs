@@ -239,6 +239,10 @@ impl DriverMemory for MockDevice {
         block.address
     }
 
+    fn recycles_blocks(&self) -> bool {
+        self.config().recycle_memory
+    }
+
     unsafe fn upload(
         &self,
         dst: &Arc<MockBlock>,

@@ -1,9 +1,10 @@
 //! `DriverAllocator`: the raw allocator under the shared pool bookkeeping — the driver's
-//! `malloc`/`free`, with frees kept out of captures by the domain's gate.
+//! `malloc`/`free`, with blocks let go recycled (see [`crate::recycler`]) and frees kept out of
+//! captures by the domain's gate.
 
 use std::sync::{
-    Arc,
-    atomic::{AtomicUsize, Ordering},
+    Arc, Mutex, MutexGuard,
+    atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 
 use accel_graph_api::{Result, backend_kit::pools::RawAllocator};
@@ -12,6 +13,7 @@ use crate::{
     Driver,
     domain::Domain,
     errors::{CallSite, to_graph_error},
+    recycler::{Recycler, Waited},
     shared::relaxed_mode,
 };
 
@@ -21,14 +23,23 @@ pub struct DriverAllocator<D: Driver> {
     domain: Arc<Domain>,
     /// Bytes of frees waiting for the domain's captures to end.
     deferred_bytes: Arc<AtomicUsize>,
+    /// Whether blocks let go are kept for later allocations ([`crate::api::DriverMemory::recycles_blocks`]).
+    recycles: bool,
+    /// Blocks let go, kept for later allocations.
+    recycler: Arc<Mutex<Recycler<D::Block>>>,
+    /// A device-wide wait to recycle the quarantine is queued behind the domain's captures.
+    wait_queued: Arc<AtomicBool>,
 }
 
 impl<D: Driver> DriverAllocator<D> {
     pub(crate) fn new(driver: Arc<D>, domain: Arc<Domain>) -> Self {
         DriverAllocator {
+            recycles: driver.recycles_blocks(),
             driver,
             domain,
             deferred_bytes: Arc::new(AtomicUsize::new(0)),
+            recycler: Arc::new(Mutex::new(Recycler::default())),
+            wait_queued: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -36,6 +47,92 @@ impl<D: Driver> DriverAllocator<D> {
     pub fn deferred_bytes(&self) -> usize {
         self.deferred_bytes.load(Ordering::Acquire)
     }
+
+    /// Bytes of device blocks kept for later allocations (not counted by the pools).
+    pub fn cached_bytes(&self) -> usize {
+        lock(&self.recycler).kept_bytes()
+    }
+
+    /// Takes the quarantined blocks as a device-wide wait begins; hand them to
+    /// [`DriverAllocator::wait_completed`] with the wait's outcome. The caller has made sure
+    /// that no capture of the device runs: the wait then covers every queued use of them.
+    pub(crate) fn wait_begins(&self) -> Waited<D::Block> {
+        lock(&self.recycler).begin_wait()
+    }
+
+    /// The device-wide wait begun with [`DriverAllocator::wait_begins`] ended: its blocks are
+    /// ready for reuse if it succeeded, else still quarantined.
+    pub(crate) fn wait_completed(&self, waited: Waited<D::Block>, succeeded: bool) {
+        let mut recycler = lock(&self.recycler);
+        if succeeded {
+            recycler.waited(waited);
+        } else {
+            recycler.wait_failed(waited);
+        }
+    }
+
+    /// Gives every kept block back to the driver (`empty_cache`, a refused allocation).
+    pub(crate) fn release_cached(&self) {
+        let blocks = lock(&self.recycler).drain();
+        for (block, bytes) in blocks {
+            self.free_block(block, bytes);
+        }
+    }
+
+    /// Frees `block` through the driver once no capture of the domain runs; the driver's free
+    /// waits for queued work that may still use it.
+    fn free_block(&self, block: D::Block, bytes: usize) {
+        let driver = Arc::clone(&self.driver);
+        let deferred = Arc::clone(&self.deferred_bytes);
+        deferred.fetch_add(bytes, Ordering::AcqRel);
+        self.domain.free(move || {
+            deferred.fetch_sub(bytes, Ordering::AcqRel);
+            let freed = driver.bind().and_then(|()| {
+                // SAFETY: the pools release a block once, when its last allocation handle is
+                // gone: no buffer holds it, no graph holds it (captures keep a hold on every
+                // block they touch), and pending frees wait for the streams that used it; the
+                // recycler hands it out again or frees it, never both. The block came from
+                // this driver's `malloc` (or was adopted as if it had), and the free gate ran
+                // this closure only while no capture of the domain runs.
+                unsafe { driver.free(block) }
+            });
+            if let Err(e) = freed {
+                tracing::warn!(backend = D::KIND.name(), error = %e, "freeing device memory failed");
+            }
+        });
+    }
+
+    /// Quarantine is full: once no capture of the domain runs, wait for the device and make
+    /// the quarantined blocks ready (one wait for many blocks instead of one per free).
+    fn recycle_quarantine(&self) {
+        if self.wait_queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let driver = Arc::clone(&self.driver);
+        let recycler = Arc::clone(&self.recycler);
+        let queued = Arc::clone(&self.wait_queued);
+        self.domain.free(move || {
+            queued.store(false, Ordering::Release);
+            let waited = lock(&recycler).begin_wait();
+            // Run by the free gate while no capture of the domain runs: a device-wide wait is
+            // allowed and covers every queued use of the quarantined blocks.
+            let outcome = driver.bind().and_then(|()| driver.synchronize());
+            let mut recycler = lock(&recycler);
+            match outcome {
+                Ok(()) => recycler.waited(waited),
+                Err(e) => {
+                    recycler.wait_failed(waited);
+                    tracing::warn!(backend = D::KIND.name(), error = %e, "waiting for the device to recycle memory failed");
+                }
+            }
+        });
+    }
+}
+
+fn lock<B>(recycler: &Mutex<Recycler<B>>) -> MutexGuard<'_, Recycler<B>> {
+    // Every method of the recycler leaves it consistent between statements that can panic
+    // (none can), so a poisoned lock still holds valid books.
+    recycler.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl<D: Driver> RawAllocator for DriverAllocator<D> {
@@ -47,32 +144,46 @@ impl<D: Driver> RawAllocator for DriverAllocator<D> {
             bytes,
             unsafe_call: true,
         };
+        // A recycled block: nothing queued before it was let go still uses it.
+        if self.recycles
+            && let Some(kept) = lock(&self.recycler).take(bytes)
+        {
+            return Ok(kept);
+        }
         let map = |e| to_graph_error(e, site, &self.domain.rules, D::KIND.name());
         self.driver.bind().map_err(map)?;
         // Relaxed: the capture rules allowed this allocation (or it is a pool's, inside a
         // capture); it must not meet, in the driver, a capture begun since.
-        let block = relaxed_mode(&*self.driver, || self.driver.malloc(bytes)).map_err(map)?;
+        let malloc = || relaxed_mode(&*self.driver, || self.driver.malloc(bytes));
+        let block = match malloc() {
+            Ok(block) => block,
+            Err(first) => {
+                // The device may be full of kept blocks: give them back and try once more.
+                if lock(&self.recycler).kept_bytes() == 0 {
+                    return Err(map(first));
+                }
+                self.release_cached();
+                malloc().map_err(map)?
+            }
+        };
         Ok((block, bytes))
     }
 
     fn release(&self, (block, bytes): (D::Block, usize)) {
-        let driver = Arc::clone(&self.driver);
-        let deferred = Arc::clone(&self.deferred_bytes);
-        deferred.fetch_add(bytes, Ordering::AcqRel);
-        self.domain.free(move || {
-            deferred.fetch_sub(bytes, Ordering::AcqRel);
-            let freed = driver.bind().and_then(|()| {
-                // SAFETY: the pools release a block once, when its last allocation handle is
-                // gone: no buffer holds it, no graph holds it (captures keep a hold on every
-                // block they touch), and pending frees wait for the streams that used it. The
-                // block came from this driver's `malloc` (`allocate` above), and the free gate
-                // ran this closure only while no capture of the domain runs.
-                unsafe { driver.free(block) }
-            });
-            if let Err(e) = freed {
-                tracing::warn!(backend = D::KIND.name(), error = %e, "freeing device memory failed");
-            }
-        });
+        if !self.recycles {
+            return self.free_block(block, bytes);
+        }
+        let (full, excess) = {
+            let mut recycler = lock(&self.recycler);
+            let full = recycler.keep(block, bytes);
+            (full, recycler.excess())
+        };
+        for (block, bytes) in excess {
+            self.free_block(block, bytes);
+        }
+        if full {
+            self.recycle_quarantine();
+        }
     }
 
     fn address(&self, (block, _): &(D::Block, usize)) -> u64 {
@@ -85,6 +196,14 @@ impl<D: Driver> std::fmt::Debug for DriverAllocator<D> {
         f.debug_struct("DriverAllocator")
             .field("backend", &D::KIND)
             .field("deferred_bytes", &self.deferred_bytes())
+            .field("cached_bytes", &self.cached_bytes())
             .finish()
+    }
+}
+
+impl<D: Driver> Drop for DriverAllocator<D> {
+    fn drop(&mut self) {
+        // The pools are going (the backend's last owner): kept blocks go back to the device.
+        self.release_cached();
     }
 }

@@ -73,6 +73,14 @@ impl<D: Driver> DriverBackend<D> {
         self.shared.domain.capture_active()
     }
 
+    /// Device bytes kept for reuse from blocks nothing uses any more (released buffers and
+    /// pools), outside [`MemoryStats`]' figures: later allocations take them without a driver
+    /// allocation, as PyTorch's caching allocator does; [`Backend::empty_cache`] gives them
+    /// back to the device.
+    pub fn cached_bytes(&self) -> usize {
+        self.shared.pools.raw().cached_bytes()
+    }
+
     /// Bytes of device frees waiting for a capture to end.
     pub fn deferred_free_bytes(&self) -> usize {
         self.shared.pools.raw().deferred_bytes()
@@ -315,10 +323,10 @@ impl<D: Driver> Backend for DriverBackend<D> {
             // Taken before the wait: every free made before it is covered once it returns.
             let began = shared.pools.order().now();
             let mark = shared.retirement_mark();
-            shared.check(
-                shared.driver.synchronize(),
-                CallSite::unsafe_call("synchronize"),
-            )?;
+            let recycled = shared.pools.raw().wait_begins();
+            let waited = shared.driver.synchronize();
+            shared.pools.raw().wait_completed(recycled, waited.is_ok());
+            shared.check(waited, CallSite::unsafe_call("synchronize"))?;
             // No capture of the domain runs (checked under the gate), so this completes
             // eager work only, never the uses of a block inside a capture.
             shared.pools.order().device_completed_before(began);
@@ -679,6 +687,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
         shared.domain.flush();
         shared.poll_pending_frees();
         shared.pools.release_unused();
+        shared.pools.raw().release_cached();
         Ok(())
     }
 

@@ -59,6 +59,7 @@ mod graph;
 mod host;
 pub mod native;
 mod newtype;
+mod recycler;
 mod shared;
 pub mod software;
 mod stream;

@@ -11,6 +11,10 @@ use crate::PoolId;
 /// use, and frees waiting for a capture to end. Each block counts in at most one of
 /// `allocated_bytes`, `graph_held_bytes` and `pending_free_bytes`, so at all times
 /// `reserved_bytes >= allocated_bytes + graph_held_bytes + pending_free_bytes`.
+///
+/// Blocks the backend's allocator keeps after nothing uses them any more, for later
+/// allocations, are outside these figures (the driver-based backends report them as
+/// `cached_bytes`); `empty_cache` gives them back to the device.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct MemoryStats {

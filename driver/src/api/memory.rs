@@ -26,6 +26,15 @@ pub trait DriverMemory: DriverStreams {
     /// The block's device address.
     fn block_address(&self, block: &Self::Block) -> u64;
 
+    /// Whether the driver layer keeps blocks nothing uses any more for later allocations,
+    /// handing one out again only after a device-wide wait that began after it was let go,
+    /// instead of a [`free`](Self::free) and a [`malloc`](Self::malloc) each time: for
+    /// drivers whose free waits for the whole device (CUDA, HIP). Default: no, every block
+    /// is freed once nothing uses it.
+    fn recycles_blocks(&self) -> bool {
+        false
+    }
+
     /// Copies `src` into bytes `offset .. offset + src.len()` of `dst` in `stream`'s order
     /// and waits for the copy. Offsets and lengths may be any byte count (a view of `u8`s).
     ///
