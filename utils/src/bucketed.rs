@@ -71,6 +71,12 @@ pub struct BucketedCacheOptions {
     /// Capture every bucket when the cache is made ([`BucketedGraphCache::capture_all`]),
     /// rather than each on its first run.
     pub precapture: bool,
+    /// [`BucketedGraphCache::capture_all`] instantiates (and uploads) each bucket on a second
+    /// thread while the next bucket warms up and captures, instead of in line: a serving set
+    /// is ready sooner where the device's runtime lets the two overlap (on CUDA about a fifth
+    /// sooner). Buckets then keep their captured graphs after instantiation (as with
+    /// `keep_graph(true)`). Ignored with shared executables.
+    pub background_instantiate: bool,
 }
 
 impl Default for BucketedCacheOptions {
@@ -82,6 +88,7 @@ impl Default for BucketedCacheOptions {
             capture_error_mode: CaptureErrorMode::Default,
             share_executables: false,
             precapture: false,
+            background_instantiate: true,
         }
     }
 }
@@ -125,6 +132,12 @@ impl BucketedCacheOptions {
     /// Captures every bucket when the cache is made.
     pub fn precapture(mut self, precapture: bool) -> Self {
         self.precapture = precapture;
+        self
+    }
+
+    /// Instantiates pre-captured buckets on a second thread (see the field).
+    pub fn background_instantiate(mut self, background: bool) -> Self {
+        self.background_instantiate = background;
         self
     }
 }
@@ -380,8 +393,16 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
         &mut self,
         mut progress: impl FnMut(CaptureProgress),
     ) -> Result<usize> {
-        let mut captured = 0usize;
         let sizes = self.sizes.clone();
+        let missing = sizes
+            .as_slice()
+            .iter()
+            .filter(|s| !self.graphs.contains_key(s))
+            .count();
+        if self.options.background_instantiate && !self.sharing() && missing > 1 {
+            return self.capture_all_pipelined(progress);
+        }
+        let mut captured = 0usize;
         let total = sizes.len();
         let start = std::time::Instant::now();
         for (done, &size) in sizes.as_slice().iter().rev().enumerate() {
@@ -394,6 +415,71 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
                 elapsed: start.elapsed(),
             });
         }
+        Ok(captured)
+    }
+
+    /// [`BucketedGraphCache::capture_all_with_progress`] with each bucket's instantiation on a
+    /// second thread (its own stream for the uploads) while this one warms up and captures the
+    /// next: `progress` follows the captures. Buckets instantiated before an error are kept;
+    /// the first error (this thread's, else the instantiating thread's) is returned.
+    fn capture_all_pipelined(
+        &mut self,
+        mut progress: impl FnMut(CaptureProgress),
+    ) -> Result<usize> {
+        let sizes = self.sizes.clone();
+        let total = sizes.len();
+        let start = std::time::Instant::now();
+        let backend = self.backend.clone();
+        let (send, receive) = std::sync::mpsc::channel::<(usize, BucketGraph<B>)>();
+        let (captures, instantiated) = std::thread::scope(|scope| {
+            let instantiating = scope.spawn(move || {
+                let mut ready = Vec::new();
+                let outcome = (|| -> Result<()> {
+                    let uploads = backend.new_stream()?;
+                    let _current = backend.use_stream(&uploads)?;
+                    for (bucket, mut entry) in receive {
+                        let _span = tracing::info_span!("instantiate_bucket", bucket).entered();
+                        entry.graph.instantiate()?;
+                        ready.push((bucket, entry));
+                    }
+                    backend.stream_synchronize(&uploads)
+                })();
+                (ready, outcome)
+            });
+            let captures = (|| -> Result<()> {
+                for (done, &size) in sizes.as_slice().iter().rev().enumerate() {
+                    let _span =
+                        tracing::info_span!("precapture", bucket = size, of = total).entered();
+                    if !self.graphs.contains_key(&size) {
+                        let entry = self.capture_bucket(size, true)?;
+                        if send.send((size, entry)).is_err() {
+                            // The instantiating thread stopped on an error: it reports it.
+                            break;
+                        }
+                    }
+                    progress(CaptureProgress {
+                        bucket: size,
+                        done: done.saturating_add(1),
+                        total,
+                        elapsed: start.elapsed(),
+                    });
+                }
+                Ok(())
+            })();
+            drop(send);
+            let instantiated = instantiating
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (captures, instantiated)
+        });
+        let (ready, outcome) = instantiated;
+        let captured = ready.len();
+        for (bucket, entry) in ready {
+            self.stats.instantiations = self.stats.instantiations.saturating_add(1);
+            self.graphs.insert(bucket, entry);
+        }
+        captures?;
+        outcome?;
         Ok(captured)
     }
 
@@ -569,6 +655,17 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
         if self.graphs.contains_key(&bucket) {
             return Ok(false);
         }
+        let entry = self.capture_bucket(bucket, false)?;
+        if entry.group.is_none() {
+            self.stats.instantiations = self.stats.instantiations.saturating_add(1);
+        }
+        self.graphs.insert(bucket, entry);
+        Ok(true)
+    }
+
+    /// Warms `bucket` up and captures it: instantiated (or joined to a shared executable),
+    /// unless `deferred`, when the caller instantiates it (the graph keeps its captured graph).
+    fn capture_bucket(&mut self, bucket: usize, deferred: bool) -> Result<BucketGraph<B>> {
         let backend = &self.backend;
         let inputs = self
             .widths
@@ -609,8 +706,8 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             .pool(self.pool)
             .capture_error_mode(self.options.capture_error_mode)
             // A bucket sharing an executable is the source of its parameters: never
-            // instantiated itself.
-            .keep_graph(sharing);
+            // instantiated itself; a deferred one is instantiated by the caller.
+            .keep_graph(sharing || deferred);
         let mut graph = backend.graph(options)?;
         let outputs = {
             let callable = &mut self.callable;
@@ -622,20 +719,15 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
         let group = if sharing {
             Some(self.join_group(bucket, &graph, &refs, options)?)
         } else {
-            self.stats.instantiations = self.stats.instantiations.saturating_add(1);
             None
         };
         drop(refs);
-        self.graphs.insert(
-            bucket,
-            BucketGraph {
-                graph,
-                inputs,
-                outputs,
-                group,
-            },
-        );
-        Ok(true)
+        Ok(BucketGraph {
+            graph,
+            inputs,
+            outputs,
+            group,
+        })
     }
 
     /// The shared executable `graph` (bucket `bucket`'s, just captured) runs on: the first

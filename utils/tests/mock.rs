@@ -217,3 +217,74 @@ fn vllm_default_sizes_capture_largest_first_into_one_pool() -> Result<()> {
     assert_eq!(backend.memory_stats().pool_reserved_bytes, 0);
     Ok(())
 }
+
+/// `capture_all` instantiates on a second thread while the next bucket captures (the default)
+/// or in line: the same buckets, counters and replays either way, with the progress reported
+/// per captured bucket, largest first.
+#[test]
+fn capture_all_instantiating_in_the_background_equals_in_line() -> Result<()> {
+    let sizes = CaptureSizes::new([1, 2, 4, 8, 16])?;
+    let mut results = Vec::new();
+    for background in [true, false] {
+        let backend = MockBackend::new();
+        let mut cache = BucketedGraphCache::new(
+            &backend,
+            double_plus_one,
+            sizes.clone(),
+            vec![4],
+            BucketedCacheOptions::new().background_instantiate(background),
+        )?;
+        let mut seen = Vec::new();
+        assert_eq!(cache.capture_all_with_progress(|p| seen.push(p.bucket))?, 5);
+        assert_eq!(seen, vec![16, 8, 4, 2, 1]);
+        assert_eq!(cache.captured_buckets(), vec![1, 2, 4, 8, 16]);
+        let mut outputs = Vec::new();
+        for rows in [1usize, 3, 16] {
+            let input: Vec<f32> = (0..rows * 4).map(|i| i as f32).collect();
+            let run = cache.run(&[&input])?;
+            outputs.push(run.download(0)?);
+        }
+        let stats = cache.stats();
+        assert_eq!(
+            (stats.captures, stats.instantiations, stats.hits),
+            (5, 5, 3)
+        );
+        assert_eq!(cache.capture_all()?, 0, "nothing left to capture");
+        results.push(outputs);
+    }
+    assert_eq!(results[0], results[1]);
+    assert_eq!(results[0][0], vec![1.0, 3.0, 5.0, 7.0]);
+    Ok(())
+}
+
+/// A step that fails for one bucket while others instantiate in the background: the error
+/// comes back, the buckets instantiated before it stay usable, and the failed one is captured
+/// again (and fails again) when it is first run.
+#[test]
+fn a_failing_bucket_in_a_background_capture_all_keeps_the_others() -> Result<()> {
+    let backend = MockBackend::new();
+    let step = |b: &MockBackend, x: &[&Buf]| {
+        if x[0].len() == 4 * 2 {
+            return Err(GraphError::ArgumentMismatch(
+                "bucket 2 fails on purpose".into(),
+            ));
+        }
+        double_plus_one(b, x)
+    };
+    let mut cache = BucketedGraphCache::new(
+        &backend,
+        step,
+        CaptureSizes::new([1, 2, 4, 8])?,
+        vec![4],
+        BucketedCacheOptions::new(),
+    )?;
+    assert!(matches!(
+        cache.capture_all(),
+        Err(GraphError::ArgumentMismatch(_))
+    ));
+    assert_eq!(cache.captured_buckets(), vec![4, 8]);
+    assert_eq!(cache.run(&[&[1.0; 16]])?.download(0)?, vec![3.0; 16]);
+    assert!(cache.run(&[&[1.0; 8]]).is_err());
+    assert!(!backend.is_capturing(&backend.current_stream())?);
+    Ok(())
+}
