@@ -303,3 +303,50 @@ fn a_capture_invalidated_on_one_rank_is_discarded_on_every_rank() {
         results[1]
     );
 }
+
+/// A rank that aborts its communicator tells the others first: their `wait` then fails naming
+/// it (on NCCL an abort cuts the peers' collectives short, with whatever their buffers held),
+/// rather than reporting work done — and their communicator is unusable from then on.
+#[test]
+fn a_peers_abort_fails_the_others_wait_instead_of_reporting_work_done() {
+    let store = MemoryStore::new();
+    let aborted = std::sync::Barrier::new(2);
+    let results = ranks(
+        2,
+        |_| MockBackend::new(),
+        |rank, b| -> Result<Option<GraphError>> {
+            let comm = comm(&b, store.clone(), rank, 2, Duration::from_secs(10))?;
+            let x = b.alloc_from(&[1.0f32; 4])?;
+            comm.all_reduce(&x, ReduceOp::Sum)?;
+            comm.wait(Duration::from_secs(5))?;
+            if rank == 0 {
+                comm.abort("the test gives up on rank 0");
+            }
+            aborted.wait();
+            if rank == 0 {
+                return Ok(None);
+            }
+            let e = comm.wait(Duration::from_secs(5)).unwrap_err();
+            assert!(
+                matches!(
+                    comm.all_reduce(&x, ReduceOp::Sum),
+                    Err(GraphError::CommUnusable { .. })
+                ),
+                "unusable after the peer's abort"
+            );
+            Ok(Some(e))
+        },
+    );
+    let mut results = results.into_iter();
+    assert!(matches!(results.next(), Some(Ok(None))));
+    match results.next() {
+        Some(Ok(Some(GraphError::CommUnusable { rank, reason, .. }))) => {
+            assert_eq!(rank, 1);
+            assert!(
+                reason.contains("rank 0 aborted") && reason.contains("gives up"),
+                "{reason}"
+            );
+        }
+        other => panic!("rank 1: {other:?}"),
+    }
+}

@@ -524,7 +524,10 @@ fn rank_never_issues<B: Backend>(ctx: &RankCtx<B>) -> CaseResult {
     const N: usize = 4;
     let x = b.alloc_from(&values(r, N)).ctx("alloc")?;
     if r == w - 1 {
-        // This rank never issues the collective the others wait for.
+        // This rank never issues the collective the others wait for — but it lives on, its
+        // communicator with it, until they have timed out: a stuck rank, not a departed one
+        // (a communicator destroyed under its peers' collectives is undefined in NCCL).
+        std::thread::sleep(SHORT * 2);
         return Ok(());
     }
     let started = Instant::now();
@@ -534,7 +537,23 @@ fn rank_never_issues<B: Backend>(ctx: &RankCtx<B>) -> CaseResult {
         .all_reduce(&x, ReduceOp::Sum)
         .and_then(|()| comm.wait(SHORT));
     let elapsed = started.elapsed();
-    let e = expect_err!(waited, GraphError::CommTimeout { .. }, "a missing peer");
+    // Its own timeout, or — where another waiting rank timed out first and its abort cut
+    // this rank's collective short — that rank's abort; never a completed all-reduce.
+    let e = match waited {
+        Err(e @ GraphError::CommTimeout { .. }) => e,
+        Err(GraphError::CommUnusable { reason, .. }) if reason.contains("aborted") => {
+            GraphError::CommUnusable {
+                communicator: comm.name().to_owned(),
+                rank: r,
+                reason,
+            }
+        }
+        other => {
+            return Err(format!(
+                "a missing peer: expected CommTimeout, got {other:?}"
+            ));
+        }
+    };
     ensure!(elapsed < FAST, "the timeout came after {elapsed:?}: {e}");
     expect_err!(
         comm.all_reduce(&x, ReduceOp::Sum),

@@ -367,7 +367,7 @@ impl<B: Backend> Communicator<B> {
         self.device.check_usable()?;
         self.control.barrier("barrier").inspect_err(|e| {
             if matches!(e, GraphError::CommTimeout { .. }) {
-                self.device.abort(&e.to_string());
+                self.abort(&e.to_string());
             }
         })
     }
@@ -377,6 +377,12 @@ impl<B: Backend> Communicator<B> {
     /// is aborted (on CUDA `ncclCommAbort` ends its kernels still waiting for the missing
     /// rank) and the error is [`GraphError::CommTimeout`]; it is unusable from then on.
     /// Event queries are unsafe calls during a capture, so this follows the capture modes.
+    ///
+    /// Work that completed while another rank had aborted the communicator is not reported
+    /// as done: an abort ends the peers' collectives early, with whatever their buffers held
+    /// then. The error is [`GraphError::CommUnusable`] naming that rank (and this rank's
+    /// communicator is aborted too); a rank whose collectives had all finished before the
+    /// peer's abort gets it as well — it cannot tell them apart.
     pub fn wait(&self, timeout: Duration) -> Result<()> {
         self.device.check_usable()?;
         let event = self.backend.new_event()?;
@@ -385,7 +391,19 @@ impl<B: Backend> Communicator<B> {
         let mut pause = Duration::from_micros(20);
         loop {
             if self.backend.event_query(&event)? {
-                return self.device.check_usable();
+                self.device.check_usable()?;
+                return match self.control.aborted_peer()? {
+                    None => Ok(()),
+                    Some((peer, why)) => {
+                        let reason = format!("rank {peer} aborted the communicator ({why})");
+                        self.abort(&reason);
+                        Err(GraphError::CommUnusable {
+                            communicator: self.name().to_owned(),
+                            rank: self.rank(),
+                            reason,
+                        })
+                    }
+                };
             }
             if started.elapsed() >= timeout {
                 let error = GraphError::CommTimeout {
@@ -395,7 +413,7 @@ impl<B: Backend> Communicator<B> {
                     missing: Vec::new(),
                     waited_ms: started.elapsed().as_millis() as u64,
                 };
-                self.device.abort(&error.to_string());
+                self.abort(&error.to_string());
                 return Err(error);
             }
             std::thread::sleep(pause);
@@ -409,8 +427,12 @@ impl<B: Backend> Communicator<B> {
         self.device.check_usable()
     }
 
-    /// Makes the communicator unusable on this rank, ending device work waiting on it.
+    /// Makes the communicator unusable on this rank, ending device work waiting on it, and
+    /// tells the other ranks first (their [`Communicator::wait`] then fails rather than
+    /// report collectives the abort cut short).
     pub fn abort(&self, reason: &str) {
+        // Best effort: an unreachable store must not keep the device work running.
+        let _ = self.control.announce_abort(reason);
         self.device.abort(reason)
     }
 }

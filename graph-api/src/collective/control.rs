@@ -162,6 +162,27 @@ impl ControlPlane {
         self.exchange(topic, &[]).map(drop)
     }
 
+    /// Tells the other ranks that this rank aborts the communicator, with `reason`. Made
+    /// before the device abort: a peer's collective that an abort ends early (NCCL's kernels
+    /// then stop reading and writing peers' buffers) is reported through
+    /// [`ControlPlane::aborted_peer`] rather than as a completed one.
+    pub fn announce_abort(&self, reason: &str) -> Result<()> {
+        self.store.set(
+            &format!("{}/aborted/{}", self.name, self.rank),
+            reason.as_bytes(),
+        )
+    }
+
+    /// The first other rank that announced an abort, with its reason; `None` if none did.
+    pub fn aborted_peer(&self) -> Result<Option<(usize, String)>> {
+        for rank in (0..self.world_size).filter(|&r| r != self.rank) {
+            if let Some(reason) = self.store.get(&format!("{}/aborted/{rank}", self.name))? {
+                return Ok(Some((rank, String::from_utf8_lossy(&reason).into_owned())));
+            }
+        }
+        Ok(None)
+    }
+
     /// The communicator's id: rank 0 makes it with `make` and publishes it; the other ranks
     /// wait for it (bounded). When rank 0 cannot make it, the other ranks fail at once with
     /// [`GraphError::CommUnusable`] carrying rank 0's error, instead of timing out.
