@@ -71,6 +71,8 @@ step torch_graphs bench.log env PYTHONUNBUFFERED=1 python3 "$B/torch_graphs.py" 
 step bench bench.log "$B/graph_overhead_vs_raw_cuda" "$OUT/torch_results.txt"
 step bench_user_kernels bench.log "$B/bench_user_kernels"
 step editing editing.log "$B/graph_editing"
+# What the driver's WHILE node costs per iteration on its own (plain CUDA C, built there).
+step while_probe editing.log bash backend-cuda/probes/while_loop_cost.sh
 step soak soak.log "$B/soak" "$SOAK_REPLAYS"
 step reliability reliability.log "$B/reliability"
 
@@ -82,7 +84,7 @@ step reliability reliability.log "$B/reliability"
   grep -hs "^bench:" "$OUT/bench.log"
   grep -hs "^bench_user_kernels:" "$OUT/bench.log"
   grep -hs "^torch:" "$OUT/bench.log"
-  grep -hs "^editing:" "$OUT/editing.log"
+  grep -hs "^editing:\|^while-probe:" "$OUT/editing.log"
   grep -hs "^soak:" "$OUT/soak.log"
   grep -hs "^reliability:" "$OUT/reliability.log"
   grep -hs "lifetimes (\|stress:\|drop-then-replay:" "$OUT/conformance.log"

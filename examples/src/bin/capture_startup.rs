@@ -8,6 +8,7 @@
 //! capture_startup --mode accel  --kernels 1000 [--backend cuda]   # the layer
 //! capture_startup --mode cudarc --kernels 1000                    # cudarc alone (CUDA)
 //! capture_startup --mode buckets --buckets 32 --ops 1000 [--threads 4] [--trace] [--progress]
+//! capture_startup --mode anatomy --ops 1000                       # one bucket's instantiation
 //! ```
 //!
 //! Lines printed: `startup: mode=M kernels=K capture_us=.. instantiate_us=.. total_us=..
@@ -18,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use accel_graph::{
-    AcceleratorGraph, Backend, DeviceBuffer, GraphOptions, Result,
+    AcceleratorGraph, Backend, CaptureExt, DeviceBuffer, GraphOptions, Result,
     utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes},
 };
 use accel_graph_examples::{BackendArg, backend_label};
@@ -32,6 +33,9 @@ enum Mode {
     Cudarc,
     /// The pre-capture of a serving set of bucket graphs.
     Buckets,
+    /// Where one bucket's instantiation goes: the serving step captured as the set does, with
+    /// its temporaries made outside the capture, and without its copies.
+    Anatomy,
 }
 
 #[derive(Debug, Parser)]
@@ -336,6 +340,69 @@ fn bucket_set<B: Backend>(b: &B, args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// Instantiation of one bucket's step, four ways, each captured and instantiated 3 times:
+/// `pool` as the set captures it (temporaries from the graph's pool), `preallocated` (the
+/// temporaries made before the capture), `no-copies` (copies left out), and as `pool` but
+/// instantiated by `capture_end` (`keep_graph(false)`, as the set does; its capture time then
+/// includes the instantiation).
+fn anatomy<B: Backend>(b: &B, args: &Args) -> Result<()> {
+    let n = args.width * 8;
+    let x = b.alloc_from(&vec![1.0f32; n])?;
+    let h = b.alloc::<f32>(n)?;
+    let temps = (0..4)
+        .map(|_| b.alloc::<f32>(n))
+        .collect::<Result<Vec<_>>>()?;
+    let stream = b.new_stream()?;
+    for variant in [
+        "pool",
+        "preallocated",
+        "no-copies",
+        "pool-instantiated-at-end",
+    ] {
+        for round in 0..3 {
+            let at_end = variant == "pool-instantiated-at-end";
+            let mut g = b.graph(GraphOptions::new().keep_graph(!at_end))?;
+            let t0 = Instant::now();
+            {
+                let _s = b.use_stream(&stream)?;
+                g.capture(|| match variant {
+                    "pool" | "pool-instantiated-at-end" => {
+                        serving_step(b, &[&x], args.ops).map(|_| ())
+                    }
+                    _ => {
+                        for i in 0..args.ops.saturating_sub(2) {
+                            match i % 4 {
+                                0 => b.scale(&h, 0.5)?,
+                                1 => b.add_scalar(&h, 1.0)?,
+                                2 => b.axpy(&h, 0.25, &x)?,
+                                _ if variant == "preallocated" => b.copy(&temps[i % 4], &h)?,
+                                _ => b.add_scalar(&h, 0.0)?,
+                            }
+                        }
+                        Ok(())
+                    }
+                })?;
+            }
+            let t1 = Instant::now();
+            if !at_end {
+                let _s = b.use_stream(&stream)?;
+                g.instantiate()?;
+            }
+            let t2 = Instant::now();
+            b.stream_synchronize(&stream)?;
+            println!(
+                "anatomy: variant={variant} round={round} nodes={} capture_us={:.1} \
+                 instantiate_us={:.1} upload_sync_us={:.1}",
+                g.nodes().map_or(0, |t| t.nodes.len()),
+                micros(t1 - t0),
+                micros(t2 - t1),
+                micros(t2.elapsed())
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `(free, total)` device bytes where the backend reports them (CUDA), else zeros.
 fn device_memory<B: Backend>(b: &B) -> (usize, usize) {
     let any: &dyn std::any::Any = b;
@@ -354,6 +421,7 @@ impl accel_graph::BackendJob for Job {
         match self.0.mode {
             Mode::Accel => accel_chain(b, self.0.kernels),
             Mode::Buckets => bucket_set(b, &self.0),
+            Mode::Anatomy => anatomy(b, &self.0),
             Mode::Cudarc => unreachable!("handled without a backend"),
         }
     }
