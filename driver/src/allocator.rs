@@ -63,12 +63,7 @@ impl<D: Driver> DriverAllocator<D> {
     /// The device-wide wait begun with [`DriverAllocator::wait_begins`] ended: its blocks are
     /// ready for reuse if it succeeded, else still quarantined.
     pub(crate) fn wait_completed(&self, waited: Waited<D::Block>, succeeded: bool) {
-        let mut recycler = lock(&self.recycler);
-        if succeeded {
-            recycler.waited(waited);
-        } else {
-            recycler.wait_failed(waited);
-        }
+        lock(&self.recycler).end_wait(waited, succeeded);
     }
 
     /// Gives every kept block back to the driver (`empty_cache`, a refused allocation).
@@ -117,13 +112,9 @@ impl<D: Driver> DriverAllocator<D> {
             // Run by the free gate while no capture of the domain runs: a device-wide wait is
             // allowed and covers every queued use of the quarantined blocks.
             let outcome = driver.bind().and_then(|()| driver.synchronize());
-            let mut recycler = lock(&recycler);
-            match outcome {
-                Ok(()) => recycler.waited(waited),
-                Err(e) => {
-                    recycler.wait_failed(waited);
-                    tracing::warn!(backend = D::KIND.name(), error = %e, "waiting for the device to recycle memory failed");
-                }
+            lock(&recycler).end_wait(waited, outcome.is_ok());
+            if let Err(e) = outcome {
+                tracing::warn!(backend = D::KIND.name(), error = %e, "waiting for the device to recycle memory failed");
             }
         });
     }

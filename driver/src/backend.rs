@@ -371,7 +371,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
             raw,
             shared.id,
             options,
-            Arc::clone(&shared.turn),
+            shared.turn.clone(),
         ))
     }
 

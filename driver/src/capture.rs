@@ -32,7 +32,7 @@ use crate::{
     collectives::CapturedCollectives,
     editing::Recorded,
     host::HostCall,
-    stream::{Issuing, StreamInner},
+    stream::{Issuing, StreamInner, Turn},
 };
 
 /// What a graph keeps alive for its captured work: a hold on every block an op touched (so
@@ -146,7 +146,7 @@ pub(crate) struct CaptureEntry<D: Driver> {
     /// The instance's turn to call into captures, held by a call from issuing work into the
     /// capture, on any of its streams, to asking the driver which node it became (see
     /// [`crate::stream::Issuing`]).
-    issue: Arc<parking_lot::Mutex<()>>,
+    issue: Turn,
 }
 
 impl<D: Driver> CaptureEntry<D> {
@@ -155,7 +155,7 @@ impl<D: Driver> CaptureEntry<D> {
         record: Arc<CaptureRecord>,
         graph: u64,
         origin: &Arc<StreamInner<D>>,
-        turn: Arc<parking_lot::Mutex<()>>,
+        turn: Turn,
     ) -> Arc<Self> {
         Arc::new(CaptureEntry {
             driver_id: OnceLock::new(),
@@ -175,7 +175,7 @@ impl<D: Driver> CaptureEntry<D> {
 
     /// This thread's turn to call into the instance's captures (see [`crate::stream::Issuing`]).
     pub(crate) fn issuing(&self) -> Result<Issuing, GraphError> {
-        Issuing::of(&self.issue)
+        self.issue.take()
     }
 
     /// The nodes the API issued so far.

@@ -21,7 +21,11 @@ use std::{
 
 use accel_graph_api::{EventOptions, Result, backend_kit::stream_order::OrderStamp};
 
-use crate::{Driver, capture::CaptureEntry, stream::Issuing};
+use crate::{
+    Driver,
+    capture::CaptureEntry,
+    stream::{Issuing, Turn},
+};
 
 /// An event of a driver-based backend.
 pub struct DriverEvent<D: Driver> {
@@ -33,7 +37,7 @@ pub struct DriverEvent<D: Driver> {
     /// that capture). Held around driver calls on the event ([`DriverEvent::linked`]).
     recorded_in: Mutex<Weak<CaptureEntry<D>>>,
     /// The instance's turn to call into captures (see the module documentation).
-    turn: Arc<parking_lot::Mutex<()>>,
+    turn: Turn,
     /// What its last record knew of stream order: a wait on it merges this into the waiting
     /// stream's view.
     pub(crate) stamp: Mutex<OrderStamp>,
@@ -56,12 +60,7 @@ impl<D: Driver> LinkedCall<'_, D> {
 }
 
 impl<D: Driver> DriverEvent<D> {
-    pub(crate) fn new(
-        raw: D::Event,
-        instance: u64,
-        options: EventOptions,
-        turn: Arc<parking_lot::Mutex<()>>,
-    ) -> Self {
+    pub(crate) fn new(raw: D::Event, instance: u64, options: EventOptions, turn: Turn) -> Self {
         DriverEvent {
             raw: ManuallyDrop::new(raw),
             instance,
@@ -99,7 +98,7 @@ impl<D: Driver> DriverEvent<D> {
                 });
             }
             drop(recorded_in);
-            turn = Some(Issuing::of(&self.turn)?);
+            turn = Some(self.turn.take()?);
         }
     }
 
@@ -132,7 +131,7 @@ impl<D: Driver> Drop for DriverEvent<D> {
         // Destroying an event a capture still refers to updates that capture (see the module
         // documentation). Inside a host callback, where no call may wait, a turn in use
         // elsewhere is not waited for (CUDA permits no runtime call there anyway).
-        let _turn = linked.then(|| Issuing::of(&self.turn).ok());
+        let _turn = linked.then(|| self.turn.take().ok());
         // SAFETY: dropped once, here; nothing uses the event after `drop`.
         unsafe { ManuallyDrop::drop(&mut self.raw) };
     }

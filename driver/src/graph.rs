@@ -192,7 +192,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             record,
             self.serial,
             &stream.inner,
-            Arc::clone(&shared.turn),
+            shared.turn.clone(),
         );
         // A stream taking part in another capture keeps that membership (the driver refuses
         // the begin); a new entry is open, so otherwise the join cannot be refused.

@@ -92,19 +92,16 @@ impl<B> Recycler<B> {
         Waited(std::mem::take(&mut self.quarantine))
     }
 
-    /// The wait completed: its blocks are ready.
-    pub(crate) fn waited(&mut self, waited: Waited<B>) {
+    /// The wait ended: its blocks are ready if it `succeeded`, else they stay quarantined.
+    pub(crate) fn end_wait(&mut self, waited: Waited<B>, succeeded: bool) {
         for (block, bytes) in waited.0 {
-            self.ready_bytes = self.ready_bytes.saturating_add(bytes);
-            self.ready.entry(bytes).or_default().push(block);
-        }
-    }
-
-    /// The wait failed: its blocks stay in quarantine.
-    pub(crate) fn wait_failed(&mut self, waited: Waited<B>) {
-        for (block, bytes) in waited.0 {
-            self.quarantine_bytes = self.quarantine_bytes.saturating_add(bytes);
-            self.quarantine.push((block, bytes));
+            if succeeded {
+                self.ready_bytes = self.ready_bytes.saturating_add(bytes);
+                self.ready.entry(bytes).or_default().push(block);
+            } else {
+                self.quarantine_bytes = self.quarantine_bytes.saturating_add(bytes);
+                self.quarantine.push((block, bytes));
+            }
         }
     }
 
@@ -155,7 +152,7 @@ mod tests {
         let waited = r.begin_wait();
         // Let go while the wait runs: not covered by it.
         assert!(!r.keep(2u64, 1024));
-        r.waited(waited);
+        r.end_wait(waited, true);
         assert_eq!(r.take(1000), Some((1, 1024)));
         assert_eq!(r.take(1000), None);
         assert_eq!(r.kept_bytes(), 1024);
@@ -168,7 +165,7 @@ mod tests {
             r.keep(block, bytes);
         }
         let waited = r.begin_wait();
-        r.waited(waited);
+        r.end_wait(waited, true);
         assert_eq!(r.take(850 << 10), Some((2, 900 << 10)));
         assert_eq!(r.take(4 << 20), None, "an 8 MiB block wastes half of it");
         assert_eq!(r.take(1 << 20), Some((1, 1 << 20)));
@@ -186,7 +183,7 @@ mod tests {
         assert_eq!(full.iter().filter(|&&f| f).count(), 1);
         assert!(full[QUARANTINE_BLOCKS - 1]);
         let waited = r.begin_wait();
-        r.wait_failed(waited);
+        r.end_wait(waited, false);
         assert_eq!(r.take(16), None);
         assert_eq!(r.kept_bytes(), 16 * QUARANTINE_BLOCKS);
         assert!(r.keep(0, QUARANTINE_BYTES));
@@ -200,7 +197,7 @@ mod tests {
             r.keep(i, bytes);
         }
         let waited = r.begin_wait();
-        r.waited(waited);
+        r.end_wait(waited, true);
         let excess = r.excess();
         assert_eq!(excess.len(), 1);
         assert_eq!(excess[0].1, READY_BYTES / 2);

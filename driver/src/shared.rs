@@ -26,6 +26,7 @@ use crate::{
     domain::Domain,
     errors::{CallSite, to_graph_error},
     host::{HostCall, HostPanics, in_host_callback},
+    stream::Turn,
 };
 
 /// Process-wide counter of backend instances (the low bits of `instance_id`).
@@ -57,7 +58,7 @@ pub(crate) struct Shared<D: Driver> {
     pub(crate) captures: Mutex<Vec<Arc<CaptureEntry<D>>>>,
     /// The turn to call into captures, one for all the instance's captures (see
     /// [`crate::stream::Issuing`]).
-    pub(crate) turn: Arc<parking_lot::Mutex<()>>,
+    pub(crate) turn: Turn,
     pub(crate) host_panics: Arc<HostPanics>,
     /// Host callbacks of reset graphs: a launch in flight may still call them, so they go at
     /// the next device synchronization. Shared: host nodes point at them, and graphs that
@@ -109,7 +110,7 @@ impl<D: Driver> Shared<D> {
             domain,
             cache: InstanceCache::default(),
             captures: Mutex::new(Vec::new()),
-            turn: Arc::default(),
+            turn: Turn::default(),
             host_panics: Arc::new(HostPanics::default()),
             retired: Mutex::new(Vec::new()),
             next_retirement: AtomicU64::new(0),

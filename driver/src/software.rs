@@ -158,13 +158,10 @@ impl<C> SoftwareCapture<C> {
             .then_some(id)
     }
 
-    /// When modelling the driver's races: marks capture `id` as changing, lets other threads
-    /// run, and unmarks it — the window in which the driver would crash on a call on an event
-    /// recorded in it.
+    /// Marks capture `id` as changing, lets other threads run, and unmarks it — the window in
+    /// which the driver would crash on a call on an event recorded in it (only when modelling
+    /// the driver's races).
     fn changing_window(&self, id: u64) {
-        if !self.model_races {
-            return;
-        }
         *self.lock().changing.entry(id).or_default() += 1;
         std::thread::yield_now();
         let mut state = self.lock();
@@ -397,7 +394,7 @@ impl<C> SoftwareCapture<C> {
     /// Ends the capture that began on `stream`; every stream of it stops capturing whatever
     /// the outcome. Returns the recorded nodes in recording order (a topological order).
     pub fn end(&self, stream: u64) -> DriverResult<Vec<Node<C>>> {
-        let state = self.lock();
+        let mut state = self.lock();
         let Some(id) = state.membership.get(&stream).copied() else {
             return Err(error(
                 EmulatedCudaError::IllegalState,
@@ -410,13 +407,12 @@ impl<C> SoftwareCapture<C> {
                 "a capture must end on the stream it began on",
             ));
         }
-        let events_recorded = state.captures.get(&id).is_some_and(|c| c.events_recorded);
-        drop(state);
         // CUDA's end updates the events recorded in the capture (see `check_link`).
-        if events_recorded {
+        if self.model_races && state.captures.get(&id).is_some_and(|c| c.events_recorded) {
+            drop(state);
             self.changing_window(id);
+            state = self.lock();
         }
-        let mut state = self.lock();
         let Some(capture) = state.captures.remove(&id) else {
             return Err(error(EmulatedCudaError::IllegalState, "no such capture"));
         };

@@ -102,6 +102,19 @@ thread_local! {
 /// capture it would hold two, which two such calls could take in opposite orders. Captures of
 /// one instance made on several threads at once take turns for each call (a few microseconds
 /// of the host's time each); instances, one per device, do not share a turn.
+/// One backend instance's turn to call into its captures (see [`Issuing`]); clones name the
+/// same turn.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Turn(Arc<parking_lot::Mutex<()>>);
+
+impl Turn {
+    /// Waits for the turn; inside a host callback, where no call may wait, a turn in use
+    /// elsewhere is refused with [`GraphError::Unsupported`].
+    pub(crate) fn take(&self) -> Result<Issuing> {
+        Issuing::of(&self.0)
+    }
+}
+
 pub(crate) struct Issuing {
     _guard: Option<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
     /// The thread's previously held issue lock, restored on drop.
@@ -109,9 +122,8 @@ pub(crate) struct Issuing {
 }
 
 impl Issuing {
-    /// Waits for the turn on `lock` (an instance's turn); inside a host callback, where no
-    /// call may wait, a lock in use elsewhere is refused with [`GraphError::Unsupported`].
-    pub(crate) fn of(lock: &Arc<parking_lot::Mutex<()>>) -> Result<Self> {
+    /// Waits for the turn on `lock` ([`Turn::take`]).
+    fn of(lock: &Arc<parking_lot::Mutex<()>>) -> Result<Self> {
         let address = Arc::as_ptr(lock) as usize;
         let outer = ISSUING.with(Cell::get);
         let guard = if outer == address {
