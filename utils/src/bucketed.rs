@@ -393,8 +393,8 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
         &mut self,
         mut progress: impl FnMut(CaptureProgress),
     ) -> Result<usize> {
-        let sizes = self.sizes.clone();
-        let missing = sizes
+        let missing = self
+            .sizes
             .as_slice()
             .iter()
             .filter(|s| !self.graphs.contains_key(s))
@@ -403,11 +403,29 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
             return self.capture_all_pipelined(progress);
         }
         let mut captured = 0usize;
+        self.each_bucket_largest_first(&mut progress, |cache, size| {
+            cache.ensure_captured(size)?;
+            captured = captured.saturating_add(1);
+            Ok(true)
+        })?;
+        Ok(captured)
+    }
+
+    /// Visits the buckets largest first: `capture` for each not captured yet (`false`: stop
+    /// here), then `progress`.
+    fn each_bucket_largest_first(
+        &mut self,
+        progress: &mut impl FnMut(CaptureProgress),
+        mut capture: impl FnMut(&mut Self, usize) -> Result<bool>,
+    ) -> Result<()> {
+        let sizes = self.sizes.clone();
         let total = sizes.len();
         let start = std::time::Instant::now();
         for (done, &size) in sizes.as_slice().iter().rev().enumerate() {
             let _span = tracing::info_span!("precapture", bucket = size, of = total).entered();
-            captured = captured.saturating_add(usize::from(self.ensure_captured(size)?));
+            if !self.graphs.contains_key(&size) && !capture(self, size)? {
+                break;
+            }
             progress(CaptureProgress {
                 bucket: size,
                 done: done.saturating_add(1),
@@ -415,7 +433,7 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
                 elapsed: start.elapsed(),
             });
         }
-        Ok(captured)
+        Ok(())
     }
 
     /// [`BucketedGraphCache::capture_all_with_progress`] with each bucket's instantiation on a
@@ -426,9 +444,6 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
         &mut self,
         mut progress: impl FnMut(CaptureProgress),
     ) -> Result<usize> {
-        let sizes = self.sizes.clone();
-        let total = sizes.len();
-        let start = std::time::Instant::now();
         let backend = self.backend.clone();
         let (send, receive) = std::sync::mpsc::channel::<(usize, BucketGraph<B>)>();
         let (captures, instantiated) = std::thread::scope(|scope| {
@@ -446,26 +461,12 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
                 })();
                 (ready, outcome)
             });
-            let captures = (|| -> Result<()> {
-                for (done, &size) in sizes.as_slice().iter().rev().enumerate() {
-                    let _span =
-                        tracing::info_span!("precapture", bucket = size, of = total).entered();
-                    if !self.graphs.contains_key(&size) {
-                        let entry = self.capture_bucket(size, true)?;
-                        if send.send((size, entry)).is_err() {
-                            // The instantiating thread stopped on an error: it reports it.
-                            break;
-                        }
-                    }
-                    progress(CaptureProgress {
-                        bucket: size,
-                        done: done.saturating_add(1),
-                        total,
-                        elapsed: start.elapsed(),
-                    });
-                }
-                Ok(())
-            })();
+            let captures = self.each_bucket_largest_first(&mut progress, |cache, size| {
+                let entry = cache.capture_bucket(size, true)?;
+                // A closed channel: the instantiating thread stopped on an error, which it
+                // reports.
+                Ok(send.send((size, entry)).is_ok())
+            });
             drop(send);
             let instantiated = instantiating
                 .join()

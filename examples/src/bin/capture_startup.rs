@@ -349,7 +349,8 @@ fn anatomy<B: Backend>(b: &B, args: &Args) -> Result<()> {
     let n = args.width * 8;
     let x = b.alloc_from(&vec![1.0f32; n])?;
     let h = b.alloc::<f32>(n)?;
-    let temps = (0..4)
+    // As many as the step keeps alive at once, taken in turn.
+    let temps = (0..3)
         .map(|_| b.alloc::<f32>(n))
         .collect::<Result<Vec<_>>>()?;
     let stream = b.new_stream()?;
@@ -375,7 +376,9 @@ fn anatomy<B: Backend>(b: &B, args: &Args) -> Result<()> {
                                 0 => b.scale(&h, 0.5)?,
                                 1 => b.add_scalar(&h, 1.0)?,
                                 2 => b.axpy(&h, 0.25, &x)?,
-                                _ if variant == "preallocated" => b.copy(&temps[i % 4], &h)?,
+                                _ if variant == "preallocated" => {
+                                    b.copy(&temps[i / 4 % temps.len()], &h)?
+                                }
                                 _ => b.add_scalar(&h, 0.0)?,
                             }
                         }
