@@ -310,19 +310,28 @@ fn a_capture_invalidated_on_one_rank_is_discarded_on_every_rank() {
 #[test]
 fn a_peers_abort_fails_the_others_wait_instead_of_reporting_work_done() {
     let store = MemoryStore::new();
-    let aborted = std::sync::Barrier::new(2);
+    // Both ranks pass both barriers whatever happens before them, so a failure never leaves
+    // the other rank waiting: the first one keeps rank 0's abort after rank 1's first wait.
+    let (waited, aborted) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
     let results = ranks(
         2,
         |_| MockBackend::new(),
         |rank, b| -> Result<Option<GraphError>> {
-            let comm = comm(&b, store.clone(), rank, 2, Duration::from_secs(10))?;
-            let x = b.alloc_from(&[1.0f32; 4])?;
-            comm.all_reduce(&x, ReduceOp::Sum)?;
-            comm.wait(Duration::from_secs(5))?;
-            if rank == 0 {
+            let setup = (|| -> Result<_> {
+                let comm = comm(&b, store.clone(), rank, 2, Duration::from_secs(10))?;
+                let x = b.alloc_from(&[1.0f32; 4])?;
+                comm.all_reduce(&x, ReduceOp::Sum)?;
+                comm.wait(Duration::from_secs(5))?;
+                Ok((comm, x))
+            })();
+            waited.wait();
+            if rank == 0
+                && let Ok((comm, _)) = &setup
+            {
                 comm.abort("the test gives up on rank 0");
             }
             aborted.wait();
+            let (comm, x) = setup?;
             if rank == 0 {
                 return Ok(None);
             }
