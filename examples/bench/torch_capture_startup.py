@@ -1,7 +1,9 @@
 """PyTorch 2.11's side of examples/src/bin/capture_startup.rs, from a fresh process:
 
   --mode chain:   the first capture + instantiate of KERNELS `x.add_(1)` kernels (kernels loaded
-                  by one eager op first), its first replay and a steady one;
+                  by one eager op first), its first replay and a steady one; with --upload the
+                  executable is uploaded too (cuGraphUpload, as accel-graph's instantiate does),
+                  printed as mode=torch_upload;
   --mode buckets: vLLM's pre-capture: BUCKETS graphs of an OPS-op step (sizes 1, 2, 4, then
                   every 8), largest first, sharing one pool (torch.cuda.graph_pool_handle),
                   each warmed up once on a side stream; total time and peak memory.
@@ -10,18 +12,34 @@ Prints lines in the format the Rust binary prints, with mode=torch.
 """
 
 import argparse
+import ctypes
+import resource
 import statistics
 import time
 
 import torch
 
 
-def chain(kernels):
+def minor_faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def upload(g, s):
+    """cuGraphUpload of the graph's executable (PyTorch has no call for it): what accel-graph's
+    instantiate does, so that the first replay runs at the steady pace."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    rc = cuda.cuGraphUpload(ctypes.c_void_p(g.raw_cuda_graph_exec()), ctypes.c_void_p(s.cuda_stream))
+    if rc != 0:
+        raise RuntimeError(f"cuGraphUpload: {rc}")
+
+
+def chain(kernels, with_upload):
     x = torch.zeros(1024, device="cuda")
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         x.add_(1.0)
     torch.cuda.synchronize()
+    f0 = minor_faults()
     t0 = time.perf_counter()
     g = torch.cuda.CUDAGraph(keep_graph=True)
     with torch.cuda.stream(s):
@@ -30,10 +48,14 @@ def chain(kernels):
             x.add_(1.0)
         g.capture_end()
     t1 = time.perf_counter()
+    f1 = minor_faults()
     with torch.cuda.stream(s):
         g.instantiate()
+    if with_upload:
+        upload(g, s)
     s.synchronize()
     t2 = time.perf_counter()
+    f2 = minor_faults()
 
     def replay():
         t = time.perf_counter()
@@ -45,9 +67,11 @@ def chain(kernels):
     first = replay()
     steady = statistics.median(replay() for _ in range(9))
     us = lambda v: v * 1e6
-    print(f"startup: mode=torch kernels={kernels} capture_us={us(t1 - t0):.1f} "
+    mode = "torch_upload" if with_upload else "torch"
+    print(f"startup: mode={mode} kernels={kernels} capture_us={us(t1 - t0):.1f} "
           f"instantiate_us={us(t2 - t1):.1f} total_us={us(t2 - t0):.1f} "
-          f"first_replay_us={us(first):.1f} steady_replay_us={us(steady):.1f}", flush=True)
+          f"first_replay_us={us(first):.1f} steady_replay_us={us(steady):.1f} "
+          f"capture_faults={f1 - f0} instantiate_faults={f2 - f1}", flush=True)
 
 
 def bucket_sizes(n):
@@ -109,9 +133,11 @@ def main():
     p.add_argument("--buckets", type=int, default=32)
     p.add_argument("--ops", type=int, default=1000)
     p.add_argument("--width", type=int, default=1024)
+    p.add_argument("--upload", action="store_true",
+                   help="chain: upload the executable after instantiating it, as accel-graph does")
     a = p.parse_args()
     if a.mode == "chain":
-        chain(a.kernels)
+        chain(a.kernels, a.upload)
     else:
         buckets(a.buckets, a.ops, a.width)
 

@@ -5,11 +5,12 @@
 # reset-recapture with 1000 replays), the capture-semantics probe, the driver probe for an
 # event recorded again while its capture ends (plain CUDA C), the examples (cudarc
 # interop included), the PyTorch comparison, the benchmarks (user kernels against portable
-# ops included), the graph-editing benchmark (`editing:` lines), the soak and the reliability
-# checks (last: its sticky-fault check ruins its own process's context). The capture-race
-# stress (12.05) runs apart, with a backtrace printed if it dies of a fault. Logs go to $OUT
-# (default ./device-logs); users' kernels compiled by NVRTC are cached in $OUT/kernel-cache;
-# the exit status is non-zero if any step failed.
+# ops included), the graph-editing benchmark (`editing:` lines), the driver probes of a WHILE
+# node's cost, of a process's first instantiation and of instantiations on two threads
+# (plain CUDA C), the soak and the reliability checks (last: its sticky-fault check ruins its
+# own process's context). The capture-race stress (12.05) runs apart, with a backtrace printed
+# if it dies of a fault. Logs go to $OUT (default ./device-logs); users' kernels compiled by
+# NVRTC are cached in $OUT/kernel-cache; the exit status is non-zero if any step failed.
 #
 #   bash scripts/device/run-cuda.sh [soak_replays]
 #
@@ -73,6 +74,11 @@ step bench_user_kernels bench.log "$B/bench_user_kernels"
 step editing editing.log "$B/graph_editing"
 # What the driver's WHILE node costs per iteration on its own (plain CUDA C, built there).
 step while_probe editing.log bash backend-cuda/probes/while_loop_cost.sh
+# What a process's first capture + instantiate of 1000 kernels costs in the driver itself, and
+# how much of it is page faults (plain CUDA C, built there; fresh processes, 3 rounds).
+step first_instantiate_probe probe.log bash backend-cuda/probes/first_instantiate.sh 3
+# What a second thread's instantiation costs one thread's launches (plain CUDA C, built there).
+step contention_probe probe.log bash backend-cuda/probes/instantiate_contention.sh
 step soak soak.log "$B/soak" "$SOAK_REPLAYS"
 step reliability reliability.log "$B/reliability"
 
@@ -80,7 +86,8 @@ step reliability reliability.log "$B/reliability"
   grep -hs "^test result\|\.\.\. FAILED" "$OUT/conformance.log"
   grep -hs "^test result\|\.\.\. FAILED\|capture race:\|accel-graph conformance: signal" \
     "$OUT/capture_race.log"
-  grep -hs "^event_capture_end_race:" "$OUT/probe.log"
+  grep -hs "^event_capture_end_race:\|^first-instantiate:\|^transparent huge pages:\|^contention:" \
+    "$OUT/probe.log"
   grep -hs "^bench:" "$OUT/bench.log"
   grep -hs "^bench_user_kernels:" "$OUT/bench.log"
   grep -hs "^torch:" "$OUT/bench.log"

@@ -687,6 +687,8 @@ impl<B: Backend, C: Callable<B>> BucketedGraphCache<B, C> {
         backend.record_event(&filled)?;
         let warmed = backend.new_event()?;
         {
+            let _span =
+                tracing::info_span!("warmup", bucket, iters = self.options.warmup_iters).entered();
             let _current = backend.use_stream(&self.warmup_stream)?;
             backend.wait_event(&filled)?;
             for _ in 0..self.options.warmup_iters {

@@ -67,6 +67,26 @@ struct Args {
     /// Show a progress bar while pre-capturing (mode buckets).
     #[arg(long)]
     progress: bool,
+    /// Eager warm-up runs before each bucket's capture (mode buckets; vLLM's and the PyTorch
+    /// side's: one).
+    #[arg(long, default_value_t = 1)]
+    warmup_iters: usize,
+    /// Instantiate each bucket in line instead of on a second thread (mode buckets).
+    #[arg(long)]
+    in_line: bool,
+}
+
+/// This process's minor page faults so far (Linux; 0 elsewhere): a first capture's cost is
+/// partly the driver's and the layer's fresh host memory being touched.
+fn minor_faults() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            // Fields after the command name (which may hold spaces), from the third on.
+            let rest = stat.rsplit_once(')')?.1;
+            rest.split_whitespace().nth(7)?.parse().ok()
+        })
+        .unwrap_or(0)
 }
 
 fn micros(d: Duration) -> f64 {
@@ -96,6 +116,7 @@ fn accel_chain<B: Backend>(b: &B, kernels: usize) -> Result<()> {
         b.add_scalar(&x, 1.0)?;
     }
     b.synchronize()?;
+    let faults = minor_faults();
     let start = Instant::now();
     let mut g = b.graph(GraphOptions::new().keep_graph(true))?;
     {
@@ -107,12 +128,14 @@ fn accel_chain<B: Backend>(b: &B, kernels: usize) -> Result<()> {
         g.capture_end()?;
     }
     let captured = start.elapsed();
+    let capture_faults = minor_faults().saturating_sub(faults);
     {
         let _s = b.use_stream(&stream)?;
         g.instantiate()?;
     }
     b.stream_synchronize(&stream)?;
     let total = start.elapsed();
+    let instantiate_faults = minor_faults().saturating_sub(faults + capture_faults);
     let replay = |g: &mut B::Graph| -> Result<Duration> {
         let t = Instant::now();
         let _s = b.use_stream(&stream)?;
@@ -124,14 +147,28 @@ fn accel_chain<B: Backend>(b: &B, kernels: usize) -> Result<()> {
     let first = replay(&mut g)?;
     let mut steady: Vec<Duration> = (0..9).map(|_| replay(&mut g)).collect::<Result<_>>()?;
     steady.sort();
+    // The capture alone once more, warm (the layer's own cost per op, next to cudarc's).
+    let warm = {
+        let mut again = b.graph(GraphOptions::new().keep_graph(true))?;
+        let _s = b.use_stream(&stream)?;
+        let t = Instant::now();
+        again.capture_begin()?;
+        for _ in 0..kernels {
+            b.add_scalar(&x, 1.0)?;
+        }
+        again.capture_end()?;
+        t.elapsed()
+    };
     println!(
         "startup: mode=accel kernels={kernels} capture_us={:.1} instantiate_us={:.1} \
-         total_us={:.1} first_replay_us={:.1} steady_replay_us={:.1}",
+         total_us={:.1} first_replay_us={:.1} steady_replay_us={:.1} warm_capture_us={:.1} \
+         capture_faults={capture_faults} instantiate_faults={instantiate_faults}",
         micros(captured),
         micros(total - captured),
         micros(total),
         micros(first),
-        micros(steady[4])
+        micros(steady[4]),
+        micros(warm)
     );
     Ok(())
 }
@@ -171,6 +208,7 @@ fn cudarc_chain(kernels: usize) -> std::result::Result<(), String> {
     };
     launch().map_err(e("warm-up"))?;
     stream.synchronize().map_err(e("sync"))?;
+    let faults = minor_faults();
     let start = Instant::now();
     stream
         .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
@@ -188,6 +226,7 @@ fn cudarc_chain(kernels: usize) -> std::result::Result<(), String> {
     graph.upload().map_err(e("upload"))?;
     stream.synchronize().map_err(e("sync"))?;
     let total = start.elapsed();
+    let faults = minor_faults().saturating_sub(faults);
     let replay = || -> std::result::Result<Duration, String> {
         let t = Instant::now();
         graph.launch().map_err(e("launch graph"))?;
@@ -199,14 +238,36 @@ fn cudarc_chain(kernels: usize) -> std::result::Result<(), String> {
         .map(|_| replay())
         .collect::<std::result::Result<_, _>>()?;
     steady.sort();
+    // The capture alone once more, warm: ended through the driver without instantiating
+    // (cudarc's `end_capture` instantiates).
+    let t = Instant::now();
+    stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+        .map_err(e("begin"))?;
+    for _ in 0..kernels {
+        launch().map_err(e("launch"))?;
+    }
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: ends the capture begun just above on this stream into a local.
+    let ended = unsafe { sys::cuStreamEndCapture(stream.cu_stream(), &mut raw) };
+    let warm = t.elapsed();
+    if !raw.is_null() {
+        // SAFETY: the graph just returned, owned here, destroyed once.
+        unsafe { sys::cuGraphDestroy(raw) };
+    }
+    if ended != sys::CUresult::CUDA_SUCCESS {
+        return Err(format!("end of the warm capture: {ended:?}"));
+    }
     println!(
         "startup: mode=cudarc kernels={kernels} capture_us={:.1} instantiate_us={:.1} \
-         total_us={:.1} first_replay_us={:.1} steady_replay_us={:.1}",
+         total_us={:.1} first_replay_us={:.1} steady_replay_us={:.1} warm_capture_us={:.1} \
+         faults={faults}",
         micros(captured),
         micros(total - captured),
         micros(total),
         micros(first),
-        micros(steady[4])
+        micros(steady[4]),
+        micros(warm)
     );
     Ok(())
 }
@@ -290,7 +351,10 @@ fn bucket_set<B: Backend>(b: &B, args: &Args) -> Result<()> {
                         step,
                         CaptureSizes::new(chunk.iter().copied())?,
                         vec![width],
-                        BucketedCacheOptions::new().capture_error_mode(mode),
+                        BucketedCacheOptions::new()
+                            .capture_error_mode(mode)
+                            .warmup_iters(args.warmup_iters)
+                            .background_instantiate(!args.in_line),
                     )?;
                     cache.capture_all_with_progress(|p| {
                         if let Some(bar) = &bar {
@@ -315,10 +379,12 @@ fn bucket_set<B: Backend>(b: &B, args: &Args) -> Result<()> {
     let (free_after, _) = device_memory(b);
     let stats = b.memory_stats();
     println!(
-        "startup-set: buckets={} ops={ops} width={width} threads={} total_ms={:.2} \
-         reserved_mib={:.1} device_used_mib={:.1}",
+        "startup-set: buckets={} ops={ops} width={width} threads={} warmup_iters={} \
+         background={} total_ms={:.2} reserved_mib={:.1} device_used_mib={:.1}",
         sizes.len(),
         args.threads,
+        args.warmup_iters,
+        !args.in_line,
         total.as_secs_f64() * 1e3,
         stats.reserved_bytes as f64 / (1 << 20) as f64,
         free_before.saturating_sub(free_after) as f64 / (1 << 20) as f64,
