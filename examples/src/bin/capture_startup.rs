@@ -116,16 +116,20 @@ fn accel_chain<B: Backend>(b: &B, kernels: usize) -> Result<()> {
         b.add_scalar(&x, 1.0)?;
     }
     b.synchronize()?;
+    // The chain, captured into `g` on the current stream (the first time and once more warm).
+    let record = |g: &mut B::Graph| -> Result<()> {
+        g.capture_begin()?;
+        for _ in 0..kernels {
+            b.add_scalar(&x, 1.0)?;
+        }
+        g.capture_end().map(drop)
+    };
     let faults = minor_faults();
     let start = Instant::now();
     let mut g = b.graph(GraphOptions::new().keep_graph(true))?;
     {
         let _s = b.use_stream(&stream)?;
-        g.capture_begin()?;
-        for _ in 0..kernels {
-            b.add_scalar(&x, 1.0)?;
-        }
-        g.capture_end()?;
+        record(&mut g)?;
     }
     let captured = start.elapsed();
     let capture_faults = minor_faults().saturating_sub(faults);
@@ -152,11 +156,7 @@ fn accel_chain<B: Backend>(b: &B, kernels: usize) -> Result<()> {
         let mut again = b.graph(GraphOptions::new().keep_graph(true))?;
         let _s = b.use_stream(&stream)?;
         let t = Instant::now();
-        again.capture_begin()?;
-        for _ in 0..kernels {
-            b.add_scalar(&x, 1.0)?;
-        }
-        again.capture_end()?;
+        record(&mut again)?;
         t.elapsed()
     };
     println!(
@@ -208,14 +208,20 @@ fn cudarc_chain(kernels: usize) -> std::result::Result<(), String> {
     };
     launch().map_err(e("warm-up"))?;
     stream.synchronize().map_err(e("sync"))?;
+    // The chain's launches into a capture begun on the stream (the first time and once more
+    // warm); the caller ends it.
+    let record = || -> std::result::Result<(), String> {
+        stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+            .map_err(e("begin"))?;
+        for _ in 0..kernels {
+            launch().map_err(e("launch"))?;
+        }
+        Ok(())
+    };
     let faults = minor_faults();
     let start = Instant::now();
-    stream
-        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
-        .map_err(e("begin"))?;
-    for _ in 0..kernels {
-        launch().map_err(e("launch"))?;
-    }
+    record()?;
     let graph = stream
         .end_capture(sys::CUgraphInstantiate_flags(
             accel_graph::cuda::INSTANTIATE_FLAGS as _,
@@ -241,12 +247,7 @@ fn cudarc_chain(kernels: usize) -> std::result::Result<(), String> {
     // The capture alone once more, warm: ended through the driver without instantiating
     // (cudarc's `end_capture` instantiates).
     let t = Instant::now();
-    stream
-        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
-        .map_err(e("begin"))?;
-    for _ in 0..kernels {
-        launch().map_err(e("launch"))?;
-    }
+    record()?;
     let mut raw = std::ptr::null_mut();
     // SAFETY: ends the capture begun just above on this stream into a local.
     let ended = unsafe { sys::cuStreamEndCapture(stream.cu_stream(), &mut raw) };
