@@ -2,7 +2,7 @@
 
 use std::ffi::{CStr, c_char, c_int};
 
-use accel_graph_api::{BackendKind, Capabilities, GraphError, Result};
+use accel_graph_api::{BackendKind, Capabilities, GraphError, LaunchLimits, Result};
 use accel_graph_driver::{Driver, DriverResult};
 
 use crate::{
@@ -194,6 +194,8 @@ impl Driver for HipDevice {
         // not exist in HIP at all.
         caps.graph_update = true;
         caps.child_graphs = true;
+        // CUDA's, which AMD's GPUs accept and the HIP-on-CUDA platform enforces.
+        caps.launch_limits = LaunchLimits::CUDA;
         caps
     }
 

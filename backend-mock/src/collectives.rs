@@ -22,7 +22,9 @@ use std::{
 
 use accel_graph_api::{
     GraphError,
-    collective::{COMM_ID_BYTES, CollectiveSignature, CommId, collective_reference},
+    collective::{
+        COMM_ID_BYTES, CollectiveSignature, CommId, MAX_WORLD_SIZE, collective_reference,
+    },
 };
 use accel_graph_driver::{
     DriverError, DriverResult,
@@ -121,7 +123,17 @@ impl RankState {
     ) -> Result<Vec<u8>, GraphError> {
         let world = &self.world;
         let started = Instant::now();
-        let deadline = started + self.timeout;
+        // A timeout of `Duration::MAX` waits as long as it takes: the latest deadline the
+        // platform represents, not an overflow.
+        let deadline = started.checked_add(self.timeout).unwrap_or_else(|| {
+            let mut left = self.timeout;
+            loop {
+                left /= 2;
+                if let Some(deadline) = started.checked_add(left) {
+                    break deadline;
+                }
+            }
+        });
         let mut state = world.lock();
         state
             .slots
@@ -275,6 +287,14 @@ impl DriverCollectives for MockDevice {
 
     fn comm_init(&self, spec: CommSpec<'_>) -> DriverResult<MockComm> {
         self.alive()?;
+        // The communicator checked these; the tables below are sized by the world, so a
+        // spec from elsewhere is checked again before anything is allocated.
+        if spec.world_size > MAX_WORLD_SIZE || spec.rank >= spec.world_size {
+            return Err(DriverError::Api(GraphError::ArgumentMismatch(format!(
+                "communicator {}: rank {} of a world of {} rank(s) (at most {MAX_WORLD_SIZE})",
+                spec.name, spec.rank, spec.world_size
+            ))));
+        }
         let world = {
             let mut worlds = worlds().lock().unwrap_or_else(|e| e.into_inner());
             worlds.retain(|_, w| w.strong_count() > 0);

@@ -6,7 +6,9 @@ use std::sync::{
     atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
-use accel_graph_api::{BackendKind, Capabilities, backend_kit::stream_order::ReuseRule};
+use accel_graph_api::{
+    BackendKind, Capabilities, LaunchLimits, backend_kit::stream_order::ReuseRule,
+};
 use accel_graph_driver::{Driver, DriverError, DriverResult, software::SoftwareCapture};
 
 use crate::{
@@ -132,6 +134,9 @@ impl Driver for MockDevice {
         caps.child_graphs = true;
         caps.conditional_nodes = true;
         caps.conditional_if_else = true;
+        // A GPU's launch limits, not the host's: a test on the mock refuses the launch a
+        // device would.
+        caps.launch_limits = LaunchLimits::CUDA;
         caps
     }
 

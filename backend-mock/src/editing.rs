@@ -28,7 +28,7 @@ use crate::{
 
 /// Iterations after which a `while` node is taken to loop forever: a GPU would hang, the
 /// simulated device reports it instead.
-pub const WHILE_ITERATION_LIMIT: u64 = 1 << 24;
+pub use accel_graph_api::WHILE_ITERATION_LIMIT;
 
 /// A conditional node of the simulated device: its condition (one 32-bit element) and its
 /// bodies, each a plan of commands (child graphs inlined).
@@ -106,16 +106,10 @@ impl MockDevice {
                 let mut iterations = 0u64;
                 while c.holds() {
                     if iterations == WHILE_ITERATION_LIMIT {
-                        return Err(DriverError::code(
-                            accel_graph_api::backend_kit::ErrorClass::Other,
-                            -1,
-                            "MOCK_WHILE_LOOP_LIMIT",
-                            format!(
-                                "a while node ran {WHILE_ITERATION_LIMIT} iterations without its \
-                                 condition becoming false (a GPU would never finish): {}",
-                                c.label()
-                            ),
-                        ));
+                        return Err(DriverError::Api(GraphError::WhileLoopLimit {
+                            iterations,
+                            where_: format!(" in {}", c.label()),
+                        }));
                     }
                     iterations = iterations.saturating_add(1);
                     run(body)?;

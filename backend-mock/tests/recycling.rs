@@ -105,6 +105,46 @@ fn a_refused_allocation_gives_kept_blocks_back_and_tries_again() -> Result<()> {
     Ok(())
 }
 
+/// A refused allocation never gives the device a kept block that queued work still uses:
+/// the allocator waits for the device first, and a wait that cannot complete (a stalled
+/// stream) leaves the block kept, so the allocation is `OutOfMemory` and the queued work later
+/// runs on live memory (no `DanglingBuffer`).
+#[test]
+fn a_refused_allocation_keeps_blocks_queued_work_still_uses() -> Result<()> {
+    let b = recycling(MockConfig {
+        memory_capacity: Some(4096),
+        ..MockConfig::default()
+    });
+    let side = b.new_stream()?;
+    let x = b.alloc_from(&[1.0f32; 768])?;
+    let address = x.device_address();
+    b.stall_stream(&side)?;
+    {
+        let _on_side = b.use_stream(&side)?;
+        b.add_scalar(&x, 1.0)?;
+    }
+    drop(x);
+    assert!(matches!(
+        b.alloc::<f32>(768),
+        Err(GraphError::OutOfMemory { .. })
+    ));
+    assert!(matches!(
+        b.empty_cache().and_then(|()| b.alloc::<f32>(768)),
+        Err(GraphError::OutOfMemory { .. })
+    ));
+    assert_eq!(
+        b.cached_bytes(),
+        3072,
+        "still kept: the add is queued on it"
+    );
+    b.resume_stream(&side)?;
+    b.synchronize()?;
+    assert!(b.race_reports().is_empty(), "{:?}", b.race_reports());
+    let y = b.alloc::<f32>(768)?;
+    assert_eq!(y.device_address(), address, "ready after the wait: reused");
+    Ok(())
+}
+
 /// An eager step making and dropping temporaries, as a serving bucket's warm-up does: exact
 /// results, blocks reused, no race and nothing left after `empty_cache`.
 #[test]

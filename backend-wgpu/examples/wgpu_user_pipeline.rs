@@ -66,8 +66,9 @@ struct UserWgpu {
 }
 
 fn open_user_wgpu() -> Result<UserWgpu, String> {
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let instance = wgpu::Instance::new(primary_backends(
+        wgpu::InstanceDescriptor::new_without_display_handle_from_env(),
+    ));
     let adapter = match pollster::block_on(wgpu::util::initialize_adapter_from_env(&instance, None))
     {
         Ok(adapter) => adapter,
@@ -309,4 +310,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The descriptor's backends narrowed to Vulkan, Metal and DX12 unless `WGPU_BACKEND` names
+/// some: probing GL (EGL) on a machine without a GL driver prints errors of its own.
+fn primary_backends(mut descriptor: wgpu::InstanceDescriptor) -> wgpu::InstanceDescriptor {
+    if wgpu::Backends::from_env().is_none() {
+        descriptor.backends = wgpu::Backends::PRIMARY;
+    }
+    descriptor
 }

@@ -38,9 +38,10 @@ accel_graph_driver::driver_type_aliases! {
 impl WgpuBackend {
     /// Opens the backend on adapter `ordinal` of wgpu's adapters in preference order (a
     /// discrete GPU first, then integrated, virtual, other, and CPU adapters such as lavapipe
-    /// last; native APIs before GL). [`ADAPTER_ENV`](crate::ADAPTER_ENV)
-    /// (`ACCEL_GRAPH_WGPU_ADAPTER`: an index in that order, or a name substring) overrides the
-    /// choice for every backend of the process.
+    /// last). Vulkan, Metal and DX12 are probed, GL only where none of them has an adapter;
+    /// wgpu's `WGPU_BACKEND` (`gl`, `vulkan,gl`...) chooses others instead.
+    /// [`ADAPTER_ENV`](crate::ADAPTER_ENV) (`ACCEL_GRAPH_WGPU_ADAPTER`: an index in that order,
+    /// or a name substring) overrides the choice for every backend of the process.
     ///
     /// The wgpu device is opened once per adapter and process and shared by every backend
     /// made on it; each backend has its own streams, pools and captures, and all share one

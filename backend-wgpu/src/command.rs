@@ -182,7 +182,7 @@ impl WgpuDevice {
     pub(crate) fn submit_run(&self, stream: &WgpuStreamState, commands: &[Command]) {
         let gpu = self.gpu();
         if let Some(buffer) = encode_run(&gpu.device, commands) {
-            stream.submit(|| gpu.queue.submit([buffer]));
+            stream.submit(|| gpu.submit(|queue| queue.submit([buffer])));
         }
         let last = stream.last_submission();
         for command in commands {

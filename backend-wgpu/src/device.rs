@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use accel_graph_api::{BackendKind, Capabilities, GraphError};
+use accel_graph_api::{BackendKind, Capabilities, GraphError, LaunchLimits};
 use accel_graph_driver::{Driver, DriverResult, software::SoftwareCapture};
 
 use crate::{
@@ -143,6 +143,11 @@ pub(crate) struct Gpu {
     pub(crate) empty: EmptyBindings,
     /// The capture domain of the instances on this device.
     domain: u64,
+    /// Held around every poll of the device and every submit (a submit runs the device's
+    /// maintenance too): wgpu-core 30.0.1's `Device::maintain` asserts (panics) when another
+    /// thread retires submissions between its fence read and its check of the queue (fixed
+    /// upstream in later releases), so one device's maintenance runs on one thread at a time.
+    polls: std::sync::Mutex<()>,
 }
 
 /// Two small storage buffers an empty view binds instead of its own memory (a binding holds
@@ -276,6 +281,7 @@ impl Gpu {
             gemm: GemmPipelines::default(),
             empty,
             domain,
+            polls: std::sync::Mutex::new(()),
         })
     }
 
@@ -310,8 +316,21 @@ impl Gpu {
         Gpu::new(info, device, queue, limits, timestamps, ADAPTER_DOMAIN)
     }
 
+    /// Submits with `submit` (a `queue.submit`, perhaps after writes into the queue) while no
+    /// other thread polls or submits to the device (see [`Gpu::polls`]).
+    pub(crate) fn submit(
+        &self,
+        submit: impl FnOnce(&wgpu::Queue) -> wgpu::SubmissionIndex,
+    ) -> wgpu::SubmissionIndex {
+        // Nothing is changed under the lock: a poisoned one guards nothing broken.
+        let _maintenance = self.polls.lock().unwrap_or_else(|e| e.into_inner());
+        submit(&self.queue)
+    }
+
     /// Waits until `submission` (or everything submitted, for `None`) has completed.
     pub(crate) fn wait(&self, submission: Option<&wgpu::SubmissionIndex>) -> DriverResult<()> {
+        // Nothing is changed under the lock: a poisoned one guards nothing broken.
+        let _poll = self.polls.lock().unwrap_or_else(|e| e.into_inner());
         self.device
             .poll(wgpu::PollType::Wait {
                 submission_index: submission.cloned(),
@@ -321,8 +340,15 @@ impl Gpu {
             .map_err(poll_failure)
     }
 
-    /// Whether `submission` has completed, without blocking.
+    /// Whether `submission` has completed, without blocking: `false` also while another
+    /// thread polls the device (it may be waiting for it), which only defers what the answer
+    /// gates (an event query asked again, a free made later).
     pub(crate) fn is_done(&self, submission: &wgpu::SubmissionIndex) -> DriverResult<bool> {
+        let _poll = match self.polls.try_lock() {
+            Ok(poll) => poll,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+        };
         // A wait with a zero timeout checks the device's fence once.
         match self.device.poll(wgpu::PollType::Wait {
             submission_index: Some(submission.clone()),
@@ -429,6 +455,17 @@ impl Driver for WgpuDevice {
         caps.child_graphs = true;
         caps.conditional_nodes = true;
         caps.conditional_if_else = true;
+        // The device's own limits (all the adapter's, for a device the backend opened).
+        let limits = &self.gpu.limits;
+        caps.launch_limits = LaunchLimits::new(
+            [limits.max_compute_workgroups_per_dimension; 3],
+            [
+                limits.max_compute_workgroup_size_x,
+                limits.max_compute_workgroup_size_y,
+                limits.max_compute_workgroup_size_z,
+            ],
+            limits.max_compute_invocations_per_workgroup,
+        );
         caps
     }
 

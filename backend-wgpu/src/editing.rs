@@ -27,7 +27,7 @@ use crate::{
 
 /// Iterations after which a `while` node is taken to loop forever (each one reads the
 /// condition back): a GPU would hang, the replay reports it instead.
-pub const WHILE_ITERATION_LIMIT: u64 = 1 << 20;
+pub use accel_graph_api::WHILE_ITERATION_LIMIT;
 
 /// A recorded conditional node: its condition (4 bytes of a block) and its bodies' commands.
 pub(crate) struct WgpuConditional {
@@ -134,12 +134,9 @@ impl WgpuDevice {
                 let mut iterations = 0u64;
                 while self.condition(c)? {
                     if iterations == WHILE_ITERATION_LIMIT {
-                        return Err(DriverError::Api(GraphError::Unsupported {
-                            what: format!(
-                                "a while node that ran {WHILE_ITERATION_LIMIT} iterations without \
-                                 its condition becoming false (on a GPU the replay would never \
-                                 finish)"
-                            ),
+                        return Err(DriverError::Api(GraphError::WhileLoopLimit {
+                            iterations,
+                            where_: " in a replay".to_owned(),
                         }));
                     }
                     iterations = iterations.saturating_add(1);

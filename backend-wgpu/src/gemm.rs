@@ -372,15 +372,6 @@ fn count(spec: &Gemm, what: &str, value: usize) -> DriverResult<u32> {
     u32::try_from(value).map_err(|_| too_large(spec, format!("{what} = {value} exceeds u32")))
 }
 
-/// True when the byte ranges `a` and `b` of one block share a byte.
-fn overlaps(a: &Bytes<'_, WgpuBlock>, b: &Bytes<'_, WgpuBlock>) -> bool {
-    a.block.address() == b.block.address()
-        && a.len > 0
-        && b.len > 0
-        && a.offset < b.offset + b.len
-        && b.offset < a.offset + a.len
-}
-
 /// The binding of some byte ranges of one block, from the adapter's storage offset alignment
 /// at or below the first, to the word at or after the last.
 struct Span {
@@ -439,18 +430,7 @@ impl Gpu {
                 label: "gemm (empty)",
             });
         }
-        for (name, operand) in [("A", &a), ("B", &b)] {
-            if overlaps(&c, operand) {
-                return Err(DriverError::Api(GraphError::ArgumentMismatch(format!(
-                    "gemm: C (bytes {}..{}) overlaps {name} (bytes {}..{}) in one buffer: the \
-                     product would read elements it writes; give C memory of its own",
-                    c.offset,
-                    c.offset + c.len,
-                    operand.offset,
-                    operand.offset + operand.len
-                ))));
-            }
-        }
+        // The driver layer refused a `C` overlapping `A` or `B` (OverlappingOperands).
         let size = dtype.size();
         let in_c = |x: &Bytes<'_, WgpuBlock>| x.len > 0 && x.block.address() == c.block.address();
         let variant = Variant {

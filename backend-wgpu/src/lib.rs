@@ -77,8 +77,8 @@
 //! workgroups, so each invocation replaces its half of the word with an atomic AND then an
 //! atomic OR on disjoint bits: views at odd element offsets and odd `n` are exact, and the
 //! elements around `C`'s view keep their bits. Operands may be views of one buffer (an arena)
-//! as long as `C` overlaps neither `A` nor `B` ([`GraphError::ArgumentMismatch`] otherwise:
-//! the product would read elements it writes).
+//! as long as `C` overlaps neither `A` nor `B` ([`GraphError::OverlappingOperands`]
+//! otherwise, on every backend: the product would read elements it writes).
 //!
 //! ## Your own device
 //!

@@ -54,7 +54,7 @@ impl Gpu {
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         copy(&mut encoder, &staging);
-        let index = self.queue.submit([encoder.finish()]);
+        let index = self.submit(|queue| queue.submit([encoder.finish()]));
         let (tx, rx) = mpsc::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
@@ -154,8 +154,10 @@ impl DriverMemory for WgpuDevice {
             std::borrow::Cow::Owned(words)
         };
         stream.submit(|| {
-            gpu.queue.write_buffer(&dst.buffer, start, &data);
-            gpu.queue.submit([])
+            gpu.submit(|queue| {
+                queue.write_buffer(&dst.buffer, start, &data);
+                queue.submit([])
+            })
         });
         Ok(())
     }

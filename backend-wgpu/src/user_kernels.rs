@@ -189,16 +189,9 @@ impl WgpuDevice {
         grid: [u32; 3],
         args: &[RawArg<'_, WgpuBlock>],
     ) -> DriverResult<Command> {
+        // The grid was checked against the device's limits (its capabilities' launch limits)
+        // before the launch reached the driver.
         let gpu = self.gpu();
-        let max_groups = gpu.limits.max_compute_workgroups_per_dimension;
-        if grid.iter().any(|&g| g > max_groups) {
-            return Err(unsupported(
-                kernel,
-                format!(
-                    "grid {grid:?} exceeds the adapter's {max_groups} workgroups per dimension"
-                ),
-            ));
-        }
         let buffers: Vec<(usize, Bytes<'_, WgpuBlock>, Access)> = args
             .iter()
             .enumerate()

@@ -68,8 +68,9 @@ fn exclusive() -> MutexGuard<'static, ()> {
 /// The adapter `WGPU_ADAPTER_NAME` names, else wgpu's high-performance choice (a discrete
 /// GPU before lavapipe), from a new `wgpu::Instance` each time, as separate users would.
 fn adapter() -> std::result::Result<wgpu::Adapter, String> {
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let instance = wgpu::Instance::new(primary_backends(
+        wgpu::InstanceDescriptor::new_without_display_handle_from_env(),
+    ));
     if let Ok(adapter) =
         pollster::block_on(wgpu::util::initialize_adapter_from_env(&instance, None))
     {
@@ -628,4 +629,13 @@ fn a_destroyed_user_buffer_fails_the_replay() -> Result<()> {
     assert!(matches!(e, GraphError::KernelFailed { .. }), "{e:?}");
     gpu.check_no_uncaptured_errors();
     Ok(())
+}
+
+/// The descriptor's backends narrowed to Vulkan, Metal and DX12 unless `WGPU_BACKEND` names
+/// some: probing GL (EGL) on a machine without a GL driver prints errors of its own.
+fn primary_backends(mut descriptor: wgpu::InstanceDescriptor) -> wgpu::InstanceDescriptor {
+    if wgpu::Backends::from_env().is_none() {
+        descriptor.backends = wgpu::Backends::PRIMARY;
+    }
+    descriptor
 }

@@ -66,11 +66,39 @@ impl<D: Driver> DriverAllocator<D> {
         lock(&self.recycler).end_wait(waited, succeeded);
     }
 
-    /// Gives every kept block back to the driver (`empty_cache`, a refused allocation).
-    pub(crate) fn release_cached(&self) {
-        let blocks = lock(&self.recycler).drain();
+    /// Gives the kept blocks that nothing queued can still use back to the driver
+    /// (`empty_cache`, a refused allocation); returns their bytes. When no capture of the
+    /// domain runs, a device-wide wait first makes the quarantine ready. Blocks whose queued
+    /// work that wait did not see finish (it failed, or a capture ran) stay kept: the driver's
+    /// free would wait for that work on a device, but on one that does not (the mock) the work
+    /// would meet freed memory, and a stalled stream would make it wait for ever.
+    pub(crate) fn release_cached(&self) -> usize {
+        if self.recycles && !self.domain.capture_active() && lock(&self.recycler).quarantined() {
+            self.domain.free(self.device_wide_wait());
+        }
+        let blocks = lock(&self.recycler).drain_ready();
+        let mut released = 0usize;
         for (block, bytes) in blocks {
+            released = released.saturating_add(bytes);
             self.free_block(block, bytes);
+        }
+        released
+    }
+
+    /// A device-wide wait that makes the quarantine ready when it succeeds; run by the free
+    /// gate, so only while no capture of the domain runs.
+    fn device_wide_wait(&self) -> impl FnOnce() + Send + 'static {
+        let driver = Arc::clone(&self.driver);
+        let recycler = Arc::clone(&self.recycler);
+        move || {
+            let waited = lock(&recycler).begin_wait();
+            // No capture of the domain runs: a device-wide wait is allowed and covers every
+            // queued use of the quarantined blocks.
+            let outcome = driver.bind().and_then(|()| driver.synchronize());
+            lock(&recycler).end_wait(waited, outcome.is_ok());
+            if let Err(e) = outcome {
+                tracing::warn!(backend = D::KIND.name(), error = %e, "waiting for the device to recycle memory failed");
+            }
         }
     }
 
@@ -103,19 +131,11 @@ impl<D: Driver> DriverAllocator<D> {
         if self.wait_queued.swap(true, Ordering::AcqRel) {
             return;
         }
-        let driver = Arc::clone(&self.driver);
-        let recycler = Arc::clone(&self.recycler);
         let queued = Arc::clone(&self.wait_queued);
+        let wait = self.device_wide_wait();
         self.domain.free(move || {
             queued.store(false, Ordering::Release);
-            let waited = lock(&recycler).begin_wait();
-            // Run by the free gate while no capture of the domain runs: a device-wide wait is
-            // allowed and covers every queued use of the quarantined blocks.
-            let outcome = driver.bind().and_then(|()| driver.synchronize());
-            lock(&recycler).end_wait(waited, outcome.is_ok());
-            if let Err(e) = outcome {
-                tracing::warn!(backend = D::KIND.name(), error = %e, "waiting for the device to recycle memory failed");
-            }
+            wait();
         });
     }
 }
@@ -149,11 +169,11 @@ impl<D: Driver> RawAllocator for DriverAllocator<D> {
         let block = match malloc() {
             Ok(block) => block,
             Err(first) => {
-                // The device may be full of kept blocks: give them back and try once more.
-                if lock(&self.recycler).kept_bytes() == 0 {
+                // The device may be full of kept blocks: give back those nothing queued uses
+                // and try once more.
+                if lock(&self.recycler).kept_bytes() == 0 || self.release_cached() == 0 {
                     return Err(map(first));
                 }
-                self.release_cached();
                 malloc().map_err(map)?
             }
         };
@@ -194,7 +214,11 @@ impl<D: Driver> std::fmt::Debug for DriverAllocator<D> {
 
 impl<D: Driver> Drop for DriverAllocator<D> {
     fn drop(&mut self) {
-        // The pools are going (the backend's last owner): kept blocks go back to the device.
-        self.release_cached();
+        // The pools are going (the backend's last owner): every kept block goes back to the
+        // device.
+        let blocks = lock(&self.recycler).drain();
+        for (block, bytes) in blocks {
+            self.free_block(block, bytes);
+        }
     }
 }

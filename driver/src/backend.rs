@@ -51,6 +51,14 @@ impl<D: Driver> std::fmt::Debug for DriverBackend<D> {
     }
 }
 
+/// How one attempt of a `wait_event` ended.
+enum WaitOutcome {
+    /// Waited (and forked into a capture where the event's record says so).
+    Done,
+    /// The event was recorded again between the decision and the wait: nothing was done.
+    Rerecorded,
+}
+
 impl<D: Driver> DriverBackend<D> {
     /// A backend instance over `driver`.
     pub fn new(driver: D) -> Self {
@@ -100,6 +108,121 @@ impl<D: Driver> DriverBackend<D> {
         } else {
             Err(GraphError::ForeignObject { what: "event" })
         }
+    }
+
+    /// One attempt of `wait_event`: decides whether the wait forks the current stream into a
+    /// capture, by where the event was last recorded, and waits — unless another thread
+    /// recorded the event again meanwhile ([`WaitOutcome::Rerecorded`], nothing done).
+    fn wait_event_once(&self, event: &DriverEvent<D>) -> Result<WaitOutcome> {
+        let shared = &self.shared;
+        let stream = shared.current.get();
+        // The wait may fork the stream into a capture: its membership changes together with
+        // the driver's wait, under its membership lock (see `crate::stream`).
+        let membership = stream.inner.membership_lock_for_call()?;
+        let member_of = stream.inner.capture();
+        // A wait on a capturing stream changes its capture's graph (a join edge): it takes
+        // the turn like any call into a capture (see `crate::stream::Issuing`).
+        let _issuing = member_of
+            .as_deref()
+            .map(CaptureEntry::issuing)
+            .transpose()?;
+        let joined_before = match &member_of {
+            Some(entry) => {
+                entry.record.ensure_valid()?;
+                if event.options.external && editing::in_body(shared, entry, &stream) {
+                    return Err(editing::not_in_body("an external event's wait"));
+                }
+                true
+            }
+            None => false,
+        };
+        // A wait on an event recorded in a capture forks the stream into that capture (an
+        // external event is a node of its graph instead). The stream joins *before* the
+        // driver's wait, so an op another thread issues on it meanwhile is kept alive too;
+        // the capture's origin is held for reading, so the capture cannot end meanwhile.
+        let target = if joined_before || event.options.external {
+            None
+        } else {
+            event.recorded_in()
+        };
+        if membership.is_none() && target.is_some() {
+            // A host callback of a call holding this stream settled would fork it.
+            return Err(crate::stream::busy_in_callback());
+        }
+        let origin = target
+            .as_ref()
+            .and_then(|entry| entry.origin())
+            // Our own write lock covers the stream itself.
+            .filter(|origin| !Arc::ptr_eq(origin, &stream.inner));
+        let _origin = origin.as_ref().map(|origin| origin.settled()).transpose()?;
+        let decided_by_record = !(joined_before || event.options.external);
+        let forked = target.clone().filter(|entry| entry.join(&stream.inner));
+        let call = match event.linked() {
+            Ok(call) => call,
+            Err(e) => {
+                if let Some(entry) = &forked {
+                    entry.leave(&stream.inner);
+                }
+                return Err(e);
+            }
+        };
+        // The fork was decided by where the event was last recorded, read before the event
+        // was held for the driver's wait: a record another thread made in between would have
+        // the driver wait on another record (fork from another capture, or from none) than
+        // this layer joined the stream to.
+        let recorded_now = call.capture();
+        let same_record = match (&target, &recorded_now) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if decided_by_record && !same_record {
+            drop(call);
+            if let Some(entry) = &forked {
+                entry.leave(&stream.inner);
+            }
+            return Ok(WaitOutcome::Rerecorded);
+        }
+        let waited = shared.check(
+            // SAFETY: a stream this wait forks into a capture has joined that capture's entry
+            // above (membership recorded), so the ops this layer issues on it are kept alive
+            // by the capture's graph.
+            unsafe { shared.driver.wait_event(&stream.inner.raw, &event.raw) },
+            CallSite::op("wait_event"),
+        );
+        drop(call);
+        if let Err(e) = waited {
+            if let Some(entry) = &forked {
+                entry.leave(&stream.inner);
+            }
+            return Err(e);
+        }
+        // In a capture the wait is a fork or join edge of the graph; eagerly, stream order.
+        if !(event.options.external && (joined_before || forked.is_some())) {
+            shared
+                .pools
+                .order()
+                .wait(&stream.inner.clock, &event.stamp());
+        }
+        if !joined_before
+            && forked.is_none()
+            && let Some(id) = shared.check(
+                shared.driver.capture_id(&stream.inner.raw),
+                CallSite::op("wait_event"),
+            )?
+        {
+            // The driver says the wait forked the stream into a capture this layer did not
+            // see the event recorded in: join it now.
+            let entry = shared
+                .captures()
+                .iter()
+                .find(|c| c.driver_id() == Some(id))
+                .cloned();
+            if let Some(entry) = entry {
+                let _ = entry.join(&stream.inner);
+            }
+        }
+        Ok(WaitOutcome::Done)
     }
 
     /// The bytes of a view, as the driver's kernels and GEMM take them.
@@ -226,6 +349,21 @@ impl<D: Driver> PortableOps for DriverBackend<D> {
             self.own_buffer(input.buffer())?;
         }
         op.check_lengths(|v| v.len())?;
+        if let Some(input) = input
+            && input.overlaps(&out)
+            && !input.same_memory(&out)
+        {
+            return Err(GraphError::OverlappingOperands {
+                op: op.name(),
+                detail: format!(
+                    "the operands (elements {}..{} and {}..{} of one buffer) overlap in part",
+                    out.offset(),
+                    out.offset() + out.len(),
+                    input.offset(),
+                    input.offset() + input.len()
+                ),
+            });
+        }
         let shared = &self.shared;
         shared.bind()?;
         shared.current.with(|stream| {
@@ -233,9 +371,9 @@ impl<D: Driver> PortableOps for DriverBackend<D> {
             let settled = stream.inner.settled()?;
             let capture = Self::valid_capture(&settled)?;
             if let Some(entry) = capture {
-                entry.keep_block(out.buffer().memory());
+                entry.keep_block_used_on(out.buffer().memory(), &stream.inner.clock);
                 if let Some(input) = input {
-                    entry.keep_block(input.buffer().memory());
+                    entry.keep_block_used_on(input.buffer().memory(), &stream.inner.clock);
                 }
             }
             let regions = op.map(|v| Region {
@@ -412,98 +550,23 @@ impl<D: Driver> Backend for DriverBackend<D> {
 
     fn wait_event(&self, event: &DriverEvent<D>) -> Result<()> {
         self.own_event(event)?;
-        let shared = &self.shared;
-        shared.bind()?;
-        let stream = shared.current.get();
-        // The wait may fork the stream into a capture: its membership changes together with
-        // the driver's wait, under its membership lock (see `crate::stream`).
-        let membership = stream.inner.membership_lock_for_call()?;
-        let member_of = stream.inner.capture();
-        // A wait on a capturing stream changes its capture's graph (a join edge): it takes
-        // the turn like any call into a capture (see `crate::stream::Issuing`).
-        let _issuing = member_of
-            .as_deref()
-            .map(CaptureEntry::issuing)
-            .transpose()?;
-        let joined_before = match &member_of {
-            Some(entry) => {
-                entry.record.ensure_valid()?;
-                if event.options.external && editing::in_body(shared, entry, &stream) {
-                    return Err(editing::not_in_body("an external event's wait"));
+        self.shared.bind()?;
+        let mut attempts = 0u32;
+        loop {
+            match self.wait_event_once(event)? {
+                WaitOutcome::Done => return Ok(()),
+                // Another thread recorded the event again between the decision and the wait:
+                // decide again, by the record the driver will wait on.
+                WaitOutcome::Rerecorded if attempts < 64 => attempts += 1,
+                WaitOutcome::Rerecorded => {
+                    return Err(GraphError::Unsupported {
+                        what: "wait_event on an event other threads record again and again \
+                               while it is waited on: order the records and the wait"
+                            .to_owned(),
+                    });
                 }
-                true
-            }
-            None => false,
-        };
-        // A wait on an event recorded in a capture forks the stream into that capture (an
-        // external event is a node of its graph instead). The stream joins *before* the
-        // driver's wait, so an op another thread issues on it meanwhile is kept alive too;
-        // the capture's origin is held for reading, so the capture cannot end meanwhile.
-        let target = if joined_before || event.options.external {
-            None
-        } else {
-            event.recorded_in()
-        };
-        if membership.is_none() && target.is_some() {
-            // A host callback of a call holding this stream settled would fork it.
-            return Err(crate::stream::busy_in_callback());
-        }
-        let origin = target
-            .as_ref()
-            .and_then(|entry| entry.origin())
-            // Our own write lock covers the stream itself.
-            .filter(|origin| !Arc::ptr_eq(origin, &stream.inner));
-        let _origin = origin.as_ref().map(|origin| origin.settled()).transpose()?;
-        let forked = target.filter(|entry| entry.join(&stream.inner));
-        let call = match event.linked() {
-            Ok(call) => call,
-            Err(e) => {
-                if let Some(entry) = &forked {
-                    stream.inner.leave_capture(entry);
-                }
-                return Err(e);
-            }
-        };
-        let waited = shared.check(
-            // SAFETY: a stream this wait forks into a capture has joined that capture's entry
-            // above (membership recorded), so the ops this layer issues on it are kept alive
-            // by the capture's graph.
-            unsafe { shared.driver.wait_event(&stream.inner.raw, &event.raw) },
-            CallSite::op("wait_event"),
-        );
-        drop(call);
-        if let Err(e) = waited {
-            if let Some(entry) = &forked {
-                stream.inner.leave_capture(entry);
-            }
-            return Err(e);
-        }
-        // In a capture the wait is a fork or join edge of the graph; eagerly, stream order.
-        if !(event.options.external && (joined_before || forked.is_some())) {
-            shared
-                .pools
-                .order()
-                .wait(&stream.inner.clock, &event.stamp());
-        }
-        if !joined_before
-            && forked.is_none()
-            && let Some(id) = shared.check(
-                shared.driver.capture_id(&stream.inner.raw),
-                CallSite::op("wait_event"),
-            )?
-        {
-            // The driver says the wait forked the stream into a capture this layer did not
-            // see the event recorded in: join it now.
-            let entry = shared
-                .captures()
-                .iter()
-                .find(|c| c.driver_id() == Some(id))
-                .cloned();
-            if let Some(entry) = entry {
-                let _ = entry.join(&stream.inner);
             }
         }
-        Ok(())
     }
 
     fn event_synchronize(&self, event: &DriverEvent<D>) -> Result<()> {
@@ -757,7 +820,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
         grid: [u32; 3],
         args: &[KernelArg<'_, BufferMemory<D>>],
     ) -> Result<()> {
-        check_grid(kernel, grid)?;
+        check_grid(kernel, grid, &self.shared.capabilities.launch_limits)?;
         check_arguments(kernel, self.shared.id, args)?;
         let shared = &self.shared;
         let module = shared.kernel_module(kernel)?;
@@ -766,25 +829,19 @@ impl<D: Driver> Backend for DriverBackend<D> {
             .iter()
             .zip(args)
             .map(|(param, arg)| match (param, arg) {
-                (
-                    Param::Buffer { access, .. },
-                    KernelArg::Buffer {
-                        memory,
-                        element,
-                        offset,
-                        len,
-                        ..
-                    },
-                ) => Ok(RawArg::Buffer {
-                    // The view lies inside its buffer, whose size in bytes was allocated.
-                    bytes: Bytes {
-                        block: memory.block(),
-                        offset: offset * element.size(),
-                        len: len * element.size(),
-                    },
-                    element: *element,
-                    access: *access,
-                }),
+                (Param::Buffer { access, .. }, KernelArg::Buffer(view)) => {
+                    // Checked against the live memory: the device sees no byte outside it.
+                    let bytes = view.memory().checked_bytes(shared.id, view)?;
+                    Ok(RawArg::Buffer {
+                        bytes: Bytes {
+                            block: view.memory().block(),
+                            offset: bytes.start,
+                            len: bytes.len(),
+                        },
+                        element: view.element(),
+                        access: *access,
+                    })
+                }
                 (Param::Scalar { .. }, KernelArg::Scalar(value)) => Ok(RawArg::Scalar(*value)),
                 // `check_arguments` matched kinds above; a mismatch cannot reach here.
                 _ => Err(GraphError::KernelArguments {
@@ -800,8 +857,8 @@ impl<D: Driver> Backend for DriverBackend<D> {
             let capture = Self::valid_capture(&settled)?;
             if let Some(entry) = capture {
                 for arg in args {
-                    if let KernelArg::Buffer { memory, .. } = arg {
-                        entry.keep_block(memory.allocation());
+                    if let KernelArg::Buffer(view) = arg {
+                        entry.keep_block_used_on(view.memory().allocation(), &stream.inner.clock);
                     }
                 }
             }
@@ -827,22 +884,20 @@ impl<D: Driver> Backend for DriverBackend<D> {
                             .iter()
                             .zip(args)
                             .map(|(param, arg)| match (param, arg) {
-                                (
-                                    Param::Buffer { access, .. },
-                                    KernelArg::Buffer {
-                                        memory,
-                                        element,
-                                        offset,
-                                        len,
-                                        ..
-                                    },
-                                ) => BoundArg::Buffer {
-                                    bound: Bound::of_memory(memory, *offset, *len, *element),
-                                    access: *access,
-                                },
+                                (Param::Buffer { access, .. }, KernelArg::Buffer(view)) => {
+                                    BoundArg::Buffer {
+                                        bound: Bound::of_memory(
+                                            view.memory(),
+                                            view.offset(),
+                                            view.len(),
+                                            view.element(),
+                                        ),
+                                        access: *access,
+                                    }
+                                }
                                 (_, KernelArg::Scalar(s)) => BoundArg::Scalar(*s),
                                 // `check_arguments` matched kinds above.
-                                (Param::Scalar { .. }, KernelArg::Buffer { .. }) => {
+                                (Param::Scalar { .. }, KernelArg::Buffer(_)) => {
                                     BoundArg::Scalar(accel_graph_api::kernel::Scalar::U32(0))
                                 }
                             })
@@ -870,6 +925,21 @@ impl<D: Driver> Backend for DriverBackend<D> {
             self.own_buffer(view.buffer())?;
         }
         spec.check(a.len(), b.len(), c.len())?;
+        for (name, operand) in [("A", &a), ("B", &b)] {
+            if c.overlaps(operand) {
+                return Err(GraphError::OverlappingOperands {
+                    op: "gemm",
+                    detail: format!(
+                        "C (elements {}..{}) overlaps {name} (elements {}..{}) in one buffer: \
+                         the product would read elements it writes",
+                        c.offset(),
+                        c.offset() + c.len(),
+                        operand.offset(),
+                        operand.offset() + operand.len()
+                    ),
+                });
+            }
+        }
         let shared = &self.shared;
         shared.bind()?;
         shared.current.with(|stream| {
@@ -878,7 +948,7 @@ impl<D: Driver> Backend for DriverBackend<D> {
             let capture = Self::valid_capture(&settled)?;
             if let Some(entry) = capture {
                 for view in [&a, &b, &c] {
-                    entry.keep_block(view.buffer().memory());
+                    entry.keep_block_used_on(view.buffer().memory(), &stream.inner.clock);
                 }
             }
             shared.check(

@@ -7,7 +7,11 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use accel_graph_api::{DeviceBuffer, Element, PoolId, backend_kit::pools::OwnedAllocation};
+use accel_graph_api::{
+    DeviceBuffer, Element, GraphError, PoolId,
+    backend_kit::pools::OwnedAllocation,
+    kernel::{BufferArg, ElementType},
+};
 
 use crate::{Driver, DriverStream, allocator::DriverAllocator, shared::Shared};
 
@@ -23,6 +27,8 @@ pub struct BufferMemory<D: Driver> {
     memory: Option<OwnedAllocation<DriverAllocator<D>>>,
     /// Bytes of data (the block may be larger: pool blocks are rounded up).
     bytes: usize,
+    /// The element type of the buffer that owns it: kernel arguments must name the same.
+    element: ElementType,
     pub(crate) shared: Arc<Shared<D>>,
     /// Streams recorded with `record_stream`.
     uses: Mutex<Vec<DriverStream<D>>>,
@@ -73,6 +79,37 @@ impl<D: Driver> BufferMemory<D> {
     /// memory alive for that graph.
     pub fn track_raw_use(&self, stream: &D::Stream) -> accel_graph_api::Result<bool> {
         self.shared.keep_for_raw_work(self.allocation(), stream)
+    }
+
+    /// The bytes a kernel argument names in this memory, checked against the memory itself
+    /// rather than what the argument says of it ([`DeviceBuffer`] is a public trait, so a
+    /// buffer type outside this crate could misstate its length): the memory belongs to
+    /// backend instance `instance`, holds elements of the argument's type, and holds every
+    /// byte of the view.
+    pub(crate) fn checked_bytes(
+        &self,
+        instance: u64,
+        arg: &BufferArg<'_, Self>,
+    ) -> accel_graph_api::Result<std::ops::Range<usize>> {
+        if self.shared.id != instance || arg.instance() != instance {
+            return Err(GraphError::ForeignObject { what: "buffer" });
+        }
+        if arg.element() != self.element {
+            return Err(GraphError::ArgumentMismatch(format!(
+                "a buffer argument names {} elements in memory of {} elements",
+                arg.element().name(),
+                self.element.name()
+            )));
+        }
+        let elements = self.bytes / self.element.size().max(1);
+        match arg.byte_range() {
+            Some(bytes) if bytes.end <= self.bytes => Ok(bytes),
+            _ => Err(GraphError::ViewOutOfRange {
+                start: arg.offset(),
+                end: arg.offset().saturating_add(arg.len()),
+                len: elements,
+            }),
+        }
     }
 
     pub(crate) fn record_use(&self, stream: &DriverStream<D>) {
@@ -133,6 +170,7 @@ impl<D: Driver, T: Element> DriverBuffer<D, T> {
             memory: BufferMemory {
                 memory: Some(memory),
                 bytes: len.saturating_mul(std::mem::size_of::<T>()),
+                element: ElementType::of::<T>(),
                 shared: Arc::clone(shared),
                 uses: Mutex::new(Vec::new()),
             },

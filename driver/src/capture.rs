@@ -23,6 +23,7 @@ use accel_graph_api::{
     backend_kit::{
         capture_rules::CaptureRecord,
         pools::{BlockHold, BlockId, OwnedAllocation},
+        stream_order::StreamClock,
     },
 };
 
@@ -138,6 +139,8 @@ pub(crate) struct CaptureEntry<D: Driver> {
     /// Set (under `members`' lock) when the capture ends: no stream may join it any more.
     closed: AtomicBool,
     keep: Mutex<KeepAlive<D>>,
+    /// The blocks and streams (by serial) reported to the pools as using them.
+    seen_on: Mutex<Vec<(BlockId, u64)>>,
     host_nodes: AtomicUsize,
     /// The collectives recorded, compared with the other ranks' before the capture ends.
     pub(crate) collectives: CapturedCollectives<D>,
@@ -166,6 +169,7 @@ impl<D: Driver> CaptureEntry<D> {
             members: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
             keep: Mutex::new(KeepAlive::default()),
+            seen_on: Mutex::new(Vec::new()),
             host_nodes: AtomicUsize::new(0),
             collectives: CapturedCollectives::default(),
             recorded: Mutex::new(Recorded::default()),
@@ -210,6 +214,29 @@ impl<D: Driver> CaptureEntry<D> {
         self.keep().add_use(memory);
     }
 
+    /// [`CaptureEntry::keep_block`] for work issued on the stream whose clock is `clock`: the
+    /// pools learn (once per block and stream in this capture) that the stream uses the block,
+    /// so the block's free point covers it (a block written on two branches is reused only
+    /// after both).
+    pub(crate) fn keep_block_used_on(
+        &self,
+        memory: &OwnedAllocation<DriverAllocator<D>>,
+        clock: &Arc<StreamClock>,
+    ) {
+        self.keep_block(memory);
+        let key = (memory.get().id(), clock.serial());
+        let first = {
+            let mut seen = self.seen_on.lock().unwrap_or_else(|e| e.into_inner());
+            !seen.contains(&key) && {
+                seen.push(key);
+                true
+            }
+        };
+        if first {
+            memory.pools().note_use(key.0, clock);
+        }
+    }
+
     /// Keeps `object` alive for the graph (once per object).
     pub(crate) fn keep_object(&self, object: Arc<dyn Any + Send + Sync>) {
         let mut keep = self.keep();
@@ -242,16 +269,25 @@ impl<D: Driver> CaptureEntry<D> {
         self.origin.upgrade()
     }
 
-    /// The streams taking part besides the origin (to lock before the capture ends).
+    /// The streams taking part besides the origin (to lock before the capture ends), each
+    /// once: the end takes every one's membership lock, which a stream named twice would take
+    /// twice on one thread.
     pub(crate) fn forked_members(&self) -> Vec<Arc<StreamInner<D>>> {
         let origin = self.origin.as_ptr();
-        self.members
+        let mut forked: Vec<Arc<StreamInner<D>>> = Vec::new();
+        for member in self
+            .members
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .filter(|m| !std::ptr::eq(m.as_ptr(), origin))
             .filter_map(Weak::upgrade)
-            .collect()
+        {
+            if !forked.iter().any(|f| Arc::ptr_eq(f, &member)) {
+                forked.push(member);
+            }
+        }
+        forked
     }
 
     /// Makes `stream` take part in this capture; false (and nothing done) once it ended. The
@@ -263,8 +299,28 @@ impl<D: Driver> CaptureEntry<D> {
             return false;
         }
         stream.set_capture(Some(Arc::clone(self)));
-        members.push(Arc::downgrade(stream));
+        // A stream that joins again (after a failed fork left it) is listed once.
+        if !members
+            .iter()
+            .any(|m| std::ptr::eq(m.as_ptr(), Arc::as_ptr(stream)))
+        {
+            members.push(Arc::downgrade(stream));
+        }
         true
+    }
+
+    /// Undoes [`CaptureEntry::join`] for a fork the driver refused: `stream` leaves the
+    /// capture and its member list (the caller holds `stream`'s membership lock). The origin
+    /// never leaves this way.
+    pub(crate) fn leave(&self, stream: &Arc<StreamInner<D>>) {
+        stream.leave_capture_of(self);
+        if std::ptr::eq(self.origin.as_ptr(), Arc::as_ptr(stream)) {
+            return;
+        }
+        self.members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|m| !std::ptr::eq(m.as_ptr(), Arc::as_ptr(stream)));
     }
 
     /// Ends the capture's membership: no stream takes part in it any more. Returns what the

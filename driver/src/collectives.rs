@@ -24,7 +24,7 @@ use std::{
 use accel_graph_api::{
     BackendKind, CaptureErrorMode, GraphError, Result,
     backend_kit::{CollectiveBackend, CollectiveCall, CommView, DeviceComm},
-    collective::{CollectiveSignature, CommId, ControlPlane},
+    collective::{Collective, CollectiveSignature, CommId, ControlPlane},
 };
 
 use crate::{
@@ -120,20 +120,88 @@ impl<D: Driver> CommRank<D> {
     /// The bytes of `view`, as the driver takes them.
     fn bytes<'a>(view: &CommView<'a, BufferMemory<D>>) -> Bytes<'a, D::Block> {
         Bytes {
-            block: view.memory.block(),
-            offset: view.byte_offset,
-            len: view.bytes,
+            block: view.memory().block(),
+            offset: view.byte_offset(),
+            len: view.bytes(),
         }
+    }
+
+    /// Checks `view`, the `what` buffer of a collective moving `elements` elements of
+    /// `element_bytes` each, against the live memory it names, before a device is handed its
+    /// bytes: the memory is this instance's ([`GraphError::ForeignObject`]), the bytes lie
+    /// inside it ([`GraphError::ViewOutOfRange`]) and are as many as the collective moves
+    /// ([`GraphError::LengthMismatch`]). `DeviceComm::issue` is public: a call need not come
+    /// from the communicator, which checked the same from typed views.
+    fn check_view(
+        &self,
+        what: &'static str,
+        view: &CommView<'_, BufferMemory<D>>,
+        elements: usize,
+        element_bytes: usize,
+    ) -> Result<()> {
+        let memory = view.memory();
+        if memory.instance_id() != self.shared.id || view.instance() != self.shared.id {
+            return Err(GraphError::ForeignObject { what: "buffer" });
+        }
+        let (start, len) = (view.byte_offset(), memory.num_bytes());
+        match start.checked_add(view.bytes()) {
+            Some(end) if end <= len => {}
+            end => {
+                return Err(GraphError::ViewOutOfRange {
+                    start: start / element_bytes,
+                    end: end.unwrap_or(usize::MAX).div_ceil(element_bytes),
+                    len: len / element_bytes,
+                });
+            }
+        }
+        let expected = elements
+            .checked_mul(element_bytes)
+            .ok_or(GraphError::size_overflow("collective"))?;
+        if view.bytes() != expected {
+            return Err(GraphError::LengthMismatch {
+                op: what,
+                expected: elements,
+                got: view.bytes().div_ceil(element_bytes),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a call before it reaches a device: a root inside the world, and each view
+    /// ([`CommRank::check_view`]).
+    fn check_call(&self, call: &CollectiveCall<'_, BufferMemory<D>>) -> Result<()> {
+        let signature = call.signature;
+        let world = self.control.world_size();
+        if let Collective::Broadcast { root } = signature.collective
+            && root >= world
+        {
+            return Err(GraphError::ArgumentMismatch(format!(
+                "communicator {}: broadcast from root {root}, outside a world of {world} \
+                 rank(s)",
+                self.control.name()
+            )));
+        }
+        let element_bytes = signature.dtype.size();
+        self.check_view(
+            "collective send buffer",
+            &call.send,
+            signature.send_len(world),
+            element_bytes,
+        )?;
+        self.check_view(
+            "collective receive buffer",
+            &call.recv,
+            signature.recv_len(world),
+            element_bytes,
+        )
     }
 }
 
 impl<D: Driver> DeviceComm<BufferMemory<D>> for CommRank<D> {
     fn issue(&self, call: &CollectiveCall<'_, BufferMemory<D>>) -> Result<()> {
         self.check_usable()?;
+        self.check_call(call)?;
         let shared = &self.shared;
-        if call.send.instance != shared.id || call.recv.instance != shared.id {
-            return Err(GraphError::ForeignObject { what: "buffer" });
-        }
         let comm = self.comm()?;
         shared.bind()?;
         let signature = call.signature;
@@ -156,8 +224,8 @@ impl<D: Driver> DeviceComm<BufferMemory<D>> for CommRank<D> {
                         ranks,
                     });
                 }
-                entry.keep_block(call.send.memory.allocation());
-                entry.keep_block(call.recv.memory.allocation());
+                entry.keep_block_used_on(call.send.memory().allocation(), &stream.inner.clock);
+                entry.keep_block_used_on(call.recv.memory().allocation(), &stream.inner.clock);
                 if let Some(me) = self.me.upgrade() {
                     entry.keep_object(me);
                 }
@@ -168,8 +236,8 @@ impl<D: Driver> DeviceComm<BufferMemory<D>> for CommRank<D> {
                 recv: Self::bytes(&call.recv),
             };
             let issued = shared.check(
-                // SAFETY: the views lie inside live buffers of this instance (checked above,
-                // their lengths by the communicator); if the stream captures, its capture
+                // SAFETY: the views lie inside live buffers of this instance, as long as the
+                // signature says (`check_call`, above); if the stream captures, its capture
                 // entry keeps their blocks and this communicator (above) for the graph.
                 unsafe { shared.driver.collective(comm, raw, &stream.inner.raw) },
                 CallSite::op(signature.collective.name()),

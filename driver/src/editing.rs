@@ -33,7 +33,7 @@ use std::{
 
 use accel_graph_api::{
     CapturedNode, ConditionElement, ConditionalKind, DeviceBuffer, FloatType, Gemm, GraphError,
-    PortableOp, Result, UpdateConflict, View,
+    PortableOp, Result, UpdateConflict, View, WHILE_ITERATION_LIMIT,
     backend_kit::pools::BlockId,
     condition_holds,
     kernel::{Access, ElementType, Extent, Kernel, Param, Scalar},
@@ -91,6 +91,23 @@ impl<D: Driver> Clone for Bound<D> {
 }
 
 impl<D: Driver> Bound<D> {
+    /// The bytes bound, in the block (checked against the memory when bound).
+    fn byte_range(&self) -> std::ops::Range<usize> {
+        let size = self.element.size();
+        self.offset.saturating_mul(size)..self.offset.saturating_add(self.len).saturating_mul(size)
+    }
+
+    /// True when both bind at least one common byte of one block.
+    fn shares_bytes_with(&self, other: &Self) -> bool {
+        let (a, b) = (self.byte_range(), other.byte_range());
+        self.id == other.id && !a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end
+    }
+
+    /// True when both bind the same elements of one block.
+    fn is_same_view(&self, other: &Self) -> bool {
+        self.id == other.id && self.byte_range() == other.byte_range()
+    }
+
     /// The operand a view of a buffer of this instance is.
     pub(crate) fn of_memory(
         memory: &BufferMemory<D>,
@@ -456,6 +473,12 @@ pub(crate) struct Recorded<D: Driver> {
     last: Vec<(u64, Option<usize>)>,
     /// Streams capturing a conditional body now.
     bodies: Vec<u64>,
+    /// Conditional nodes begun and not yet ended (their bodies included): the capture must not
+    /// end under them.
+    open_conditionals: usize,
+    /// The capture's abort, when its graph was reset or dropped while conditional nodes were
+    /// open: run as the last of them ends.
+    abandoned: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl<D: Driver> Default for Recorded<D> {
@@ -467,6 +490,8 @@ impl<D: Driver> Default for Recorded<D> {
             scoped: HashMap::new(),
             last: Vec::new(),
             bodies: Vec::new(),
+            open_conditionals: 0,
+            abandoned: None,
         }
     }
 }
@@ -513,6 +538,26 @@ impl<D: Driver> Recorded<D> {
     /// The signatures recorded into body graph `graph`.
     fn take_scope(&mut self, graph: u64) -> Vec<Signature> {
         self.scoped.remove(&graph).unwrap_or_default()
+    }
+
+    /// True while a conditional node is being built: from its begin in the driver, through
+    /// its bodies, to its end.
+    pub(crate) fn conditional_open(&self) -> bool {
+        self.open_conditionals > 0
+    }
+
+    /// Keeps `abort` for the thread that ends the last open conditional node, if one is open;
+    /// else gives it back, to run now (without this record's lock).
+    pub(crate) fn abandon(
+        &mut self,
+        abort: Box<dyn FnOnce() + Send>,
+    ) -> Option<Box<dyn FnOnce() + Send>> {
+        if self.conditional_open() {
+            self.abandoned = Some(abort);
+            None
+        } else {
+            Some(abort)
+        }
     }
 
     /// True while `stream` captures a conditional body.
@@ -663,20 +708,13 @@ fn new_buffer<'a, D: Driver>(
     arg: &accel_graph_api::kernel::KernelArg<'a, BufferMemory<D>>,
 ) -> Result<Option<(&'a BufferMemory<D>, Bound<D>)>> {
     match *arg {
-        accel_graph_api::kernel::KernelArg::Buffer {
-            memory,
-            instance: owner,
-            element,
-            offset,
-            len,
-            ..
-        } => {
-            if owner != instance {
-                return Err(GraphError::ForeignObject { what: "buffer" });
-            }
+        accel_graph_api::kernel::KernelArg::Buffer(view) => {
+            // Checked against the live memory, as a launch's arguments are.
+            view.memory().checked_bytes(instance, &view)?;
+            let memory = view.memory();
             Ok(Some((
                 memory,
-                Bound::of_memory(memory, offset, len, element),
+                Bound::of_memory(memory, view.offset(), view.len(), view.element()),
             )))
         }
         accel_graph_api::kernel::KernelArg::Scalar(_) => Ok(None),
@@ -777,6 +815,24 @@ pub(crate) fn rebind<'a, D: Driver>(
                     "the op's operands could not be rebuilt".to_owned(),
                 )
             })?;
+            if let (out, Some(input)) = op.as_ref().operands()
+                && out.shares_bytes_with(input)
+                && !out.is_same_view(input)
+            {
+                return Err(refused(
+                    node,
+                    UpdateConflict::Argument,
+                    format!(
+                        "the operands of {} would overlap in part (elements {}..{} and {}..{} of \
+                         one buffer), which no op accepts",
+                        op.name(),
+                        out.offset,
+                        out.offset + out.len,
+                        input.offset,
+                        input.offset + input.len
+                    ),
+                ));
+            }
             Ok(Rebinding {
                 work: Work::Op(op),
                 added,
@@ -857,6 +913,7 @@ pub(crate) fn rebind<'a, D: Driver>(
                 }
             }
             check_extents(node, &k.kernel, &new_args)?;
+            check_aliasing(node, &k.kernel, &new_args)?;
             Ok(Rebinding {
                 work: Work::Kernel(KernelWork {
                     args: new_args,
@@ -876,6 +933,36 @@ pub(crate) fn rebind<'a, D: Driver>(
             ),
         )),
     }
+}
+
+/// No buffer the kernel writes shares bytes with another of its buffer arguments (as
+/// [`accel_graph_api::kernel::check_arguments`] checks them at launch).
+fn check_aliasing<D: Driver>(node: usize, kernel: &Kernel, args: &[BoundArg<D>]) -> Result<()> {
+    let buffers: Vec<(usize, &Bound<D>, bool)> = args
+        .iter()
+        .enumerate()
+        .filter_map(|(i, arg)| match arg {
+            BoundArg::Buffer { bound, access } => Some((i, bound, access.writes())),
+            BoundArg::Scalar(_) => None,
+        })
+        .collect();
+    for (n, (i, bound, writes)) in buffers.iter().enumerate() {
+        for (j, other, other_writes) in &buffers[n + 1..] {
+            if (*writes || *other_writes) && bound.shares_bytes_with(other) {
+                return Err(refused(
+                    node,
+                    UpdateConflict::Argument,
+                    format!(
+                        "parameters {i} and {j} of kernel {} would share bytes of one buffer, \
+                         and one of them is written: a buffer a kernel writes may not alias \
+                         another of its buffer parameters",
+                        kernel.name()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The kernel's extents hold for the arguments (as [`accel_graph_api::kernel::check_arguments`]
@@ -1054,7 +1141,7 @@ impl<D: Driver> DriverBackend<D> {
             });
         }
         shared.bind()?;
-        entry.keep_block(cond.buffer().memory());
+        entry.keep_block_used_on(cond.buffer().memory(), &stream.inner.clock);
         let built = self.build_conditional(&entry, &stream, &cond, kind, bodies);
         if let Err(failure) = &built {
             // The node is half built (or built around a body that failed): the capture cannot
@@ -1086,35 +1173,46 @@ impl<D: Driver> DriverBackend<D> {
         let shared = self.shared();
         let site = CallSite::op(kind.name());
         let bound = Bound::of_view(cond);
-        // The node is added to the capture's graph in the turn (see
-        // `crate::stream::Issuing`), and so is its end; not the bodies: they are the caller's
-        // code, each call of which takes the turn itself.
-        let turn = entry.issuing().map_err(Failure::Error)?;
-        let mut node = shared
-            .check(
-                // SAFETY: the stream captures through this layer (its entry), which keeps the
-                // condition's block alive (above).
-                unsafe {
-                    shared
-                        .driver
-                        .begin_conditional(&stream.inner.raw, kind, bound.bytes(), T::MASK)
-                },
-                site,
-            )
-            .map_err(Failure::Error)?;
-        drop(turn);
+        // The node is begun with the stream's membership settled and in the turn (see
+        // `crate::stream`), and so is its end; not the bodies: they are the caller's code, each
+        // call of which settles its stream itself. The node counts as open from its begin to
+        // its end, and the capture's end, which takes the write side of every member's lock,
+        // refuses to end the capture under an open node: another thread cannot end it between
+        // a body's end and the node's.
+        let settled = stream.inner.settled().map_err(Failure::Error)?;
+        if !settled.capture().is_some_and(|c| Arc::ptr_eq(c, entry)) {
+            return Err(Failure::Error(GraphError::CaptureInvalidated {
+                reason: "the capture ended before the conditional node was begun".to_owned(),
+            }));
+        }
+        let open = OpenConditional::new(entry);
+        let begun = shared.check(
+            // SAFETY: the stream captures through this layer (its entry), which keeps the
+            // condition's block alive (above).
+            unsafe {
+                shared
+                    .driver
+                    .begin_conditional(&stream.inner.raw, kind, bound.bytes(), T::MASK)
+            },
+            site,
+        );
+        // The stream's lock goes before the node stops counting as open (see
+        // `OpenConditional`'s drop).
+        drop(settled);
+        let mut node = begun.map_err(Failure::Error)?;
         let mut signatures = Vec::with_capacity(bodies.len());
         for (branch, body) in bodies.iter_mut().enumerate() {
             signatures.push(self.capture_body(entry, &mut node, branch, &mut **body)?);
         }
-        let _turn = entry.issuing().map_err(Failure::Error)?;
-        shared
-            .check(
-                // SAFETY: the node was begun on this capturing stream above.
-                unsafe { shared.driver.end_conditional(node, &stream.inner.raw) },
-                site,
-            )
-            .map_err(Failure::Error)?;
+        let settled = stream.inner.settled().map_err(Failure::Error)?;
+        let ended = shared.check(
+            // SAFETY: the node was begun on this capturing stream above.
+            unsafe { shared.driver.end_conditional(node, &stream.inner.raw) },
+            site,
+        );
+        drop(settled);
+        drop(open);
+        ended.map_err(Failure::Error)?;
         Ok(Signature::Conditional {
             kind,
             mask: T::MASK,
@@ -1151,7 +1249,7 @@ impl<D: Driver> DriverBackend<D> {
         }
         entry.recorded().bodies.push(key);
         let finish = |body_stream: DriverStream<D>| {
-            body_stream.inner.leave_capture(entry);
+            entry.leave(&body_stream.inner);
             entry.recorded().bodies.retain(|&k| k != key);
             shared.relaxed(|| drop(body_stream));
         };
@@ -1244,7 +1342,15 @@ impl<D: Driver> DriverBackend<D> {
                 }
             }
             (ConditionalKind::While, [body]) => {
+                let mut iterations = 0u64;
                 while holds()? {
+                    if iterations == WHILE_ITERATION_LIMIT {
+                        return Err(GraphError::WhileLoopLimit {
+                            iterations,
+                            where_: " (run eagerly)".to_owned(),
+                        });
+                    }
+                    iterations = iterations.saturating_add(1);
                     body()?;
                 }
                 Ok(())
@@ -1252,6 +1358,39 @@ impl<D: Driver> DriverBackend<D> {
             _ => Err(GraphError::Unsupported {
                 what: format!("a {kind} node with another number of bodies"),
             }),
+        }
+    }
+}
+
+/// A conditional node counted open in its capture's records until this drops (at its end, or
+/// on any way out of building it).
+struct OpenConditional<'a, D: Driver> {
+    entry: &'a CaptureEntry<D>,
+}
+
+impl<'a, D: Driver> OpenConditional<'a, D> {
+    fn new(entry: &'a CaptureEntry<D>) -> Self {
+        let mut recorded = entry.recorded();
+        recorded.open_conditionals = recorded.open_conditionals.saturating_add(1);
+        OpenConditional { entry }
+    }
+}
+
+impl<D: Driver> Drop for OpenConditional<'_, D> {
+    /// Dropped with no stream lock of the capture held (the end of the capture it may run
+    /// takes their write sides).
+    fn drop(&mut self) {
+        let abandoned = {
+            let mut recorded = self.entry.recorded();
+            recorded.open_conditionals = recorded.open_conditionals.saturating_sub(1);
+            if recorded.open_conditionals == 0 {
+                recorded.abandoned.take()
+            } else {
+                None
+            }
+        };
+        if let Some(abort) = abandoned {
+            abort();
         }
     }
 }

@@ -53,6 +53,12 @@ pub(crate) struct LinkedCall<'a, D: Driver> {
 }
 
 impl<D: Driver> LinkedCall<'_, D> {
+    /// The capture the event was last recorded in, if that capture is still going on: the
+    /// record the driver call made now meets.
+    pub(crate) fn capture(&self) -> Option<Arc<CaptureEntry<D>>> {
+        self.recorded_in.upgrade()
+    }
+
     /// Records where the event's new record was made (after the driver recorded it).
     pub(crate) fn set_recorded_in(&mut self, capture: Option<&Arc<CaptureEntry<D>>>) {
         *self.recorded_in = capture.map_or_else(Weak::new, Arc::downgrade);

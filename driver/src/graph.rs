@@ -35,6 +35,69 @@ struct Capturing<D: Driver> {
     span: tracing::Span,
 }
 
+impl<D: Driver> Capturing<D> {
+    /// Ends the capture in the driver and closes its membership at once, under the membership
+    /// locks of its origin and of every stream forked into it, so no op of another thread
+    /// decides "capturing" and then reaches a driver whose capture is over (a host callback
+    /// would then run a trampoline the graph frees). Returns the driver's result and what the
+    /// graph must keep alive.
+    ///
+    /// With `refuse_open`, a capture holding an open conditional node (begun, not yet ended:
+    /// its bodies may be running on another thread) is not ended: `None`. The nodes are begun
+    /// and ended with a member's lock settled, so under every member's write lock none is
+    /// half-way through either.
+    fn end_in_driver(
+        capturing: &Capturing<D>,
+        shared: &Shared<D>,
+        refuse_open: bool,
+    ) -> Option<(Result<D::Graph>, Closed<D>)> {
+        let _origin = capturing.stream.inner.membership_lock();
+        // No stream joins from here: a fork holds the origin's lock for reading.
+        let forked = capturing.entry.forked_members();
+        let _forked: Vec<_> = forked.iter().map(|s| s.membership_lock()).collect();
+        if refuse_open && capturing.entry.recorded().conditional_open() {
+            return None;
+        }
+        // The end updates the events recorded in the capture, so it is made in the turn that
+        // calls on those events take (see `crate::event`). Inside a host callback a turn in
+        // use elsewhere is not waited for: the capture must end whatever happens.
+        let turn = capturing.entry.issuing().ok();
+        let ended = shared.bind().and_then(|()| {
+            shared.check(
+                // SAFETY: ends the capture its graph began (`capture` held it); its
+                // membership closes right here, under the same locks, and `finish_capture`
+                // closes the rest of its books (domain count, rules); the kept blocks move to
+                // this graph, which holds them while the raw graph and its executables live.
+                unsafe { shared.driver.end_capture(&capturing.stream.inner.raw) },
+                CallSite::op("capture_end"),
+            )
+        });
+        drop(turn);
+        Some((ended, capturing.entry.close()))
+    }
+
+    /// Closes the capture's books once the driver's capture and its membership are over:
+    /// the registry of captures, the rules (returns why they invalidated it, if they did), the
+    /// domain's count.
+    fn close_books(capturing: &Capturing<D>, shared: &Shared<D>) -> Option<String> {
+        let entry = &capturing.entry;
+        shared.captures().retain(|c| !Arc::ptr_eq(c, entry));
+        let invalidated = shared.domain.rules.end(&entry.record);
+        shared.domain.capture_ended();
+        invalidated
+    }
+
+    /// Aborts the capture: ends it in the driver (its graph dropped unlaunched), closes its
+    /// books and lets go of what it kept. `None` when a conditional node of it is being built
+    /// and `refuse_open` is set.
+    fn abort(capturing: &Capturing<D>, shared: &Shared<D>, refuse_open: bool) -> Option<()> {
+        let (_, closed) = Capturing::end_in_driver(capturing, shared, refuse_open)?;
+        Capturing::close_books(capturing, shared);
+        drop(closed);
+        Some(())
+    }
+}
+
 /// The graph implementation of every driver-based backend; users meet it as
 /// `accel_graph_api::Graph<DriverGraph<D>>` (`CudaGraph`, `MockGraph`...).
 ///
@@ -87,35 +150,6 @@ impl<D: Driver> DriverGraph<D> {
         self.kept.blocks()
     }
 
-    /// Ends the capture in the driver and closes its membership at once, under the membership
-    /// locks of its origin and of every stream forked into it, so no op of another thread
-    /// decides "capturing" and then reaches a driver whose capture is over (a host callback
-    /// would then run a trampoline the graph frees). Returns the driver's result and what the
-    /// graph must keep alive.
-    fn end_in_driver(&self, capturing: &Capturing<D>) -> (Result<D::Graph>, Closed<D>) {
-        let shared = &self.shared;
-        let _origin = capturing.stream.inner.membership_lock();
-        // No stream joins from here: a fork holds the origin's lock for reading.
-        let forked = capturing.entry.forked_members();
-        let _forked: Vec<_> = forked.iter().map(|s| s.membership_lock()).collect();
-        // The end updates the events recorded in the capture, so it is made in the turn that
-        // calls on those events take (see `crate::event`). Inside a host callback a turn in
-        // use elsewhere is not waited for: the capture must end whatever happens.
-        let turn = capturing.entry.issuing().ok();
-        let ended = shared.bind().and_then(|()| {
-            shared.check(
-                // SAFETY: ends the capture this graph began (`self.capture` held it); its
-                // membership closes right here, under the same locks, and `finish_capture`
-                // closes the rest of its books (domain count, rules); the kept blocks move to
-                // this graph, which holds them while the raw graph and its executables live.
-                unsafe { shared.driver.end_capture(&capturing.stream.inner.raw) },
-                CallSite::op("capture_end"),
-            )
-        });
-        drop(turn);
-        (ended, capturing.entry.close())
-    }
-
     /// Ends the capture's bookkeeping once the driver's capture and its membership are over
     /// ([`DriverGraph::end_in_driver`]): the domain's count goes down, the holds move to the
     /// graph. Returns why the rules invalidated it, if they did.
@@ -124,14 +158,21 @@ impl<D: Driver> DriverGraph<D> {
         capturing: &Capturing<D>,
         (kept, recorded): Closed<D>,
     ) -> Option<String> {
-        let entry = &capturing.entry;
-        self.shared.captures().retain(|c| !Arc::ptr_eq(c, entry));
-        let invalidated = self.shared.domain.rules.end(&entry.record);
-        self.shared.domain.capture_ended();
+        let invalidated = Capturing::close_books(capturing, &self.shared);
         self.kept = kept;
         self.nodes = recorded.nodes;
         self.capture_serial = recorded.capture;
         invalidated
+    }
+
+    /// Invalidates a capture whose end came while one of its conditional nodes was being
+    /// built, and the error that refusal is.
+    fn refuse_end_under_conditional(capturing: &Capturing<D>) -> GraphError {
+        capturing
+            .entry
+            .record
+            .invalidate("capture_end() was called while a conditional node was being built");
+        GraphError::CaptureEndInsideBody
     }
 
     /// Drops the driver's graph objects with the device bound (their release may need it).
@@ -213,10 +254,18 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
                 CallSite::op("capture_begin"),
             ) {
                 Ok(Some(id)) if joined => Ok(id),
-                Ok(Some(_)) => Err(GraphError::CaptureInvalidated {
-                    reason: "capture_begin on a stream that takes part in another capture"
-                        .to_owned(),
-                }),
+                Ok(Some(_)) => {
+                    // The driver began a capture on a stream this layer counts in another one
+                    // (the driver's begin succeeds only where the stream captured nothing):
+                    // end it again, so that nothing is left capturing that no graph owns.
+                    // SAFETY: ends the capture begun just above, whose books are closed right
+                    // after; the graph is dropped unlaunched.
+                    let _ = unsafe { shared.driver.end_capture(&stream.inner.raw) };
+                    Err(GraphError::CaptureInvalidated {
+                        reason: "capture_begin on a stream that takes part in another capture"
+                            .to_owned(),
+                    })
+                }
                 Ok(None) => {
                     // Begun but not reported active: end it again so nothing stays capturing.
                     // SAFETY: ends the capture begun just above, whose books (the domain's
@@ -278,6 +327,15 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
         // its current stream, so `CaptureStreamMismatch` (make the capture stream current)
         // would give advice that cannot be followed there.
         capturing.entry.record.check_end()?;
+        // The capture holds a conditional node being built (from inside its body, or, in
+        // relaxed mode, from another thread): ending it now would end the driver's capture
+        // under the half-built node and keep only the nodes before it. The node ends when its
+        // bodies returned; the capture cannot mean what its author wrote any more. Checked
+        // here without locks for a call from inside a body (whose thread holds none of them
+        // then), and again under them below.
+        if capturing.entry.recorded().conditional_open() {
+            return Err(Self::refuse_end_under_conditional(capturing));
+        }
         if self.shared.current.get() != capturing.stream {
             return Err(GraphError::CaptureStreamMismatch);
         }
@@ -285,7 +343,11 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             return Err(GraphError::NotCapturing);
         };
         let shared = Arc::clone(&self.shared);
-        let (ended, kept) = self.end_in_driver(&capturing);
+        let Some((ended, kept)) = Capturing::end_in_driver(&capturing, &shared, true) else {
+            let refused = Self::refuse_end_under_conditional(&capturing);
+            self.capture = Some(capturing);
+            return Err(refused);
+        };
         let invalidated = self.finish_capture(&capturing, kept);
         // The collectives it recorded are compared with the other ranks', with whether it
         // ended well, before `capture_end` returns: either every rank keeps its graph or none
@@ -403,8 +465,26 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             // Aborts the capture. Errors are ignored: the capture is discarded either way (the
             // driver ends it even when it answers "wrong thread" to a reset from elsewhere),
             // and the raw graph returned is dropped unlaunched.
-            let (_, kept) = self.end_in_driver(&capturing);
-            self.finish_capture(&capturing, kept);
+            if Capturing::abort(&capturing, &self.shared, true).is_none() {
+                // A conditional node of the capture is being built (its body runs, on this
+                // thread or another): the driver's capture must not end under it (the body's
+                // graph belongs to the node). The capture is invalidated and aborted as the
+                // last open node ends, by the thread building it.
+                capturing.entry.record.invalidate(
+                    "the graph was reset or dropped while a conditional node of its capture \
+                     was being built",
+                );
+                let shared = Arc::clone(&self.shared);
+                let entry = Arc::clone(&capturing.entry);
+                let abort: Box<dyn FnOnce() + Send> = Box::new(move || {
+                    let _ = Capturing::abort(&capturing, &shared, false);
+                });
+                let now = entry.recorded().abandon(abort);
+                if let Some(abort) = now {
+                    // The node ended meanwhile: abort now.
+                    abort();
+                }
+            }
         }
         self.drop_objects();
         self.nodes.clear();

@@ -124,6 +124,21 @@ impl<B> Recycler<B> {
         excess
     }
 
+    /// True when blocks wait in quarantine.
+    pub(crate) fn quarantined(&self) -> bool {
+        !self.quarantine.is_empty()
+    }
+
+    /// Every ready block, to give back to the driver (quarantined ones stay: work queued
+    /// before they were let go may still use them).
+    pub(crate) fn drain_ready(&mut self) -> Vec<(B, usize)> {
+        self.ready_bytes = 0;
+        std::mem::take(&mut self.ready)
+            .into_iter()
+            .flat_map(|(size, list)| list.into_iter().map(move |b| (b, size)))
+            .collect()
+    }
+
     /// Every block kept, to give back to the driver.
     pub(crate) fn drain(&mut self) -> Vec<(B, usize)> {
         let mut blocks = std::mem::take(&mut self.quarantine);
@@ -187,6 +202,20 @@ mod tests {
         assert_eq!(r.take(16), None);
         assert_eq!(r.kept_bytes(), 16 * QUARANTINE_BLOCKS);
         assert!(r.keep(0, QUARANTINE_BYTES));
+    }
+
+    #[test]
+    fn only_ready_blocks_are_given_back_before_the_end() {
+        let mut r = Recycler::default();
+        r.keep(1u32, 4096);
+        let waited = r.begin_wait();
+        r.end_wait(waited, true);
+        r.keep(2u32, 4096);
+        assert!(r.quarantined());
+        assert_eq!(r.drain_ready(), vec![(1, 4096)]);
+        assert_eq!(r.kept_bytes(), 4096, "the quarantined block stays");
+        assert_eq!(r.drain(), vec![(2, 4096)]);
+        assert_eq!(r.kept_bytes(), 0);
     }
 
     #[test]

@@ -280,8 +280,16 @@ impl<D: Driver> StreamInner<D> {
     /// Leaves `entry`'s capture, if this stream is still in it (the caller holds the
     /// membership lock).
     pub(crate) fn leave_capture(&self, entry: &Arc<CaptureEntry<D>>) {
+        self.leave_capture_of(entry);
+    }
+
+    /// [`StreamInner::leave_capture`] by reference to the entry.
+    pub(crate) fn leave_capture_of(&self, entry: &CaptureEntry<D>) {
         let mut slot = self.capture.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, entry)) {
+        if slot
+            .as_ref()
+            .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), entry))
+        {
             *slot = None;
             self.capturing.store(false, Ordering::Release);
         }

@@ -49,6 +49,19 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// A binary's exit status for `result`: success, or the error printed to stderr as its message
+/// (`error: the cuda backend is unavailable: ...`) and failure. (A `main` that returns the
+/// `Result` would print the error's `Debug` form, a struct dump, instead.)
+pub fn exit_code(result: Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// What [`add_one_replayed`] observed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AddOneResult {

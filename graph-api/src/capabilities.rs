@@ -44,10 +44,16 @@ pub struct Capabilities {
     /// Graphs can be instantiated for launch from the device
     /// ([`InstantiateFlags::device_launch`](crate::InstantiateFlags)).
     pub device_launch: bool,
+    /// The largest grid and block a user kernel may be launched with: a launch beyond them is
+    /// refused before it reaches the device, as
+    /// [`GraphError::KernelArguments`](crate::GraphError::KernelArguments), on every backend
+    /// alike.
+    pub launch_limits: LaunchLimits,
 }
 
 impl Capabilities {
-    /// A capabilities record for `device_name` with every flag off.
+    /// A capabilities record for `device_name` with every flag off, and CUDA's launch limits
+    /// ([`LaunchLimits::CUDA`]).
     pub fn none(device_name: impl Into<String>) -> Self {
         Capabilities {
             device_name: device_name.into(),
@@ -64,6 +70,7 @@ impl Capabilities {
             conditional_nodes: false,
             conditional_if_else: false,
             device_launch: false,
+            launch_limits: LaunchLimits::CUDA,
         }
     }
 
@@ -80,6 +87,51 @@ impl Capabilities {
             native_work_capture: true,
             event_timing: true,
             ..Capabilities::none(device_name)
+        }
+    }
+}
+
+/// The launch sizes a device accepts for a user kernel: blocks (workgroups) per grid
+/// dimension, threads per block dimension, and threads per block in all. Every dimension of a
+/// grid and of a block must also be at least 1.
+///
+/// ```
+/// use accel_graph_api::LaunchLimits;
+/// let limits = LaunchLimits::CUDA;
+/// assert_eq!(limits.max_grid, [2_147_483_647, 65_535, 65_535]);
+/// assert_eq!(limits.max_threads_per_block, 1024);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct LaunchLimits {
+    /// The most blocks along x, y and z.
+    pub max_grid: [u32; 3],
+    /// The most threads of a block along x, y and z.
+    pub max_block: [u32; 3],
+    /// The most threads of one block (the product of its three dimensions).
+    pub max_threads_per_block: u32,
+}
+
+impl LaunchLimits {
+    /// CUDA's limits, the same on every GPU since compute capability 3.0: grid x up to
+    /// 2^31 − 1, y and z up to 65,535; block x and y up to 1,024, z up to 64, and 1,024
+    /// threads in all. HIP takes them too: AMD's GPUs accept at least these, and so a kernel
+    /// that launches on one of the two launches on the other. The mock takes them so that a
+    /// test on it refuses what a GPU would.
+    pub const CUDA: LaunchLimits = LaunchLimits {
+        max_grid: [(1 << 31) - 1, 65_535, 65_535],
+        max_block: [1024, 1024, 64],
+        max_threads_per_block: 1024,
+    };
+
+    /// Limits of `max_grid` blocks per grid dimension, `max_block` threads per block
+    /// dimension and `max_threads_per_block` threads per block (for a backend that reads its
+    /// device's, such as wgpu's adapter limits).
+    pub const fn new(max_grid: [u32; 3], max_block: [u32; 3], max_threads_per_block: u32) -> Self {
+        LaunchLimits {
+            max_grid,
+            max_block,
+            max_threads_per_block,
         }
     }
 }

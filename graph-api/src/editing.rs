@@ -144,6 +144,13 @@ impl fmt::Display for UpdateConflict {
     }
 }
 
+/// Iterations after which a `while` loop run by the host is taken to loop forever and stops
+/// with [`GraphError::WhileLoopLimit`](crate::GraphError::WhileLoopLimit) (a GPU would hang):
+/// an eager [`Backend::while_loop`](crate::Backend::while_loop), which reads the condition
+/// back before each run, and the replay of a captured loop on the backends that emulate
+/// conditional nodes (the mock, wgpu). CUDA's WHILE nodes run on the device, with no limit.
+pub const WHILE_ITERATION_LIMIT: u64 = 1 << 20;
+
 /// The kinds of conditional node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConditionalKind {

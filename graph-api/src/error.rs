@@ -279,6 +279,42 @@ pub enum GraphError {
     /// An argument that does not match what a graphed callable or wrapper captured with.
     #[error("{0}")]
     ArgumentMismatch(String),
+    /// `capture_end()` called while a conditional node's body of the capture is being
+    /// captured (from inside the body): the capture goes on until the body returns, and is
+    /// invalidated, so its own `capture_end` reports [`GraphError::CaptureInvalidated`].
+    #[error(
+        "capture_end() called inside a conditional node's body: the node ends when its body \
+         returns, so the capture cannot end here; it is invalidated (end it after the \
+         conditional returns, which reports CaptureInvalidated, then capture again)"
+    )]
+    CaptureEndInsideBody,
+    /// A `while` loop run by the host (eagerly, or replayed by a backend that emulates
+    /// conditional nodes) ran [`WHILE_ITERATION_LIMIT`](crate::WHILE_ITERATION_LIMIT)
+    /// iterations without its condition becoming false: on a GPU it would never finish.
+    #[error(
+        "a while loop ran {iterations} iterations without its condition becoming false{where_} \
+         (a GPU would never finish): the body's work must make the condition false"
+    )]
+    WhileLoopLimit {
+        /// Iterations run.
+        iterations: u64,
+        /// Where it ran (`" (eager)"`, or the node's label), for the message.
+        where_: String,
+    },
+    /// Operands of one op that share some bytes but are not the same view: what the op would
+    /// read depends on the order the device runs its threads in (docs/SEMANTICS.md, the
+    /// rules for overlapping operands). Identical views are the in-place form of an
+    /// element-wise op and are accepted; GEMM's `C` may overlap neither `A` nor `B`.
+    #[error(
+        "{op}: {detail}: the result would depend on the order the device runs its threads in; \
+         pass disjoint views (or the same view, for an element-wise op in place)"
+    )]
+    OverlappingOperands {
+        /// The op.
+        op: &'static str,
+        /// Which operands overlap, and where.
+        detail: String,
+    },
     /// Ranks of a communicator did not come within its timeout (to a barrier, to the
     /// communicator's creation, to the comparison of a capture, to a collective on the mock,
     /// or the device's work of a collective did not finish in
@@ -326,6 +362,37 @@ pub enum GraphError {
         /// The rank.
         rank: usize,
         /// What made it unusable.
+        reason: String,
+    },
+    /// Two communicators were given the same name on one store (or a rank joined twice, or
+    /// the store holds a previous launch's communicator of that name): ranks of one could
+    /// otherwise meet ranks of the other and sum their data. A rank that finds its place
+    /// taken is refused, and so is every rank of a communicator that learns of such a rank
+    /// while it joins.
+    #[error(
+        "communicator {communicator}: rank {rank}: the name is already in use on this store: \
+         {reason}; communicators sharing a store need distinct names (and a FileStore a fresh \
+         directory for each launch)"
+    )]
+    CommNameClash {
+        /// The communicator's name.
+        communicator: String,
+        /// The rank reporting.
+        rank: usize,
+        /// What was found.
+        reason: String,
+    },
+    /// The store the ranks meet through cannot be used: no server answered at its address
+    /// within the connect timeout (rank 0, which hosts a
+    /// [`TcpStore`](crate::collective::TcpStore), is not up or not reachable), the connection
+    /// was closed or reset (rank 0 dropped its store or died), an answer did not come within
+    /// the store's I/O timeout, the peer does not speak the store's protocol, or rank 0 could
+    /// not listen on its address. Meetings through the store cannot go on on this rank.
+    #[error("store {store} is unavailable: {reason}")]
+    StoreUnavailable {
+        /// The store's address (`host:port`).
+        store: String,
+        /// What failed, and what to check.
         reason: String,
     },
     /// A collective issued into a capture in `global` mode while several ranks share this
@@ -430,7 +497,9 @@ impl GraphError {
     pub fn capture_still_active(&self) -> bool {
         matches!(
             self,
-            GraphError::WrongThread | GraphError::CaptureStreamMismatch
+            GraphError::WrongThread
+                | GraphError::CaptureStreamMismatch
+                | GraphError::CaptureEndInsideBody
         )
     }
 

@@ -47,11 +47,11 @@ mod topology;
 mod view;
 
 pub use backend::{Backend, BackendKind, DeviceBuffer, EventOptions, HostCallback, StreamGuard};
-pub use capabilities::Capabilities;
+pub use capabilities::{Capabilities, LaunchLimits};
 pub use capture_mode::CaptureErrorMode;
 pub use editing::{
     CapturedNode, ConditionElement, ConditionalKind, InstantiateFlags, UpdateConflict,
-    condition_holds,
+    WHILE_ITERATION_LIMIT, condition_holds,
 };
 pub use element::{Element, FloatElement, FloatType};
 pub use error::{CaptureConflict, GraphError, Result};

@@ -134,10 +134,13 @@ impl<'a, B: DeviceBuffer> View<'a, B> {
             && self.len == other.len
     }
 
-    /// True when the two views share at least one byte of the same memory.
+    /// True when the two views share at least one byte of the same memory (an empty view
+    /// shares none).
     pub fn overlaps(&self, other: &View<'_, B>) -> bool {
         let (a, b) = (self.byte_offset(), other.byte_offset());
         self.buffer.same_memory(other.buffer)
+            && !self.is_empty()
+            && !other.is_empty()
             && a < b + other.num_bytes()
             && b < a + self.num_bytes()
     }

@@ -51,6 +51,13 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
             none,
             kernel_argument_errors,
         ),
+        Case::new(
+            "14.06 grids and blocks beyond the device's launch limits are typed errors before \
+             launch; nothing changes",
+            KERNELS,
+            none,
+            launch_limit_errors,
+        ),
     ])
 }
 
@@ -475,6 +482,86 @@ fn kernel_argument_errors<B: Backend>(t: &Target<B>) -> CaseResult {
         "a kernel without this backend's source"
     );
     b.synchronize().ctx("synchronize")?;
+    ensure!(
+        b.download(&y).ctx("download")? == vec![0.0; n],
+        "a refused launch wrote its output"
+    );
+    Ok(())
+}
+
+/// 14.06: grids and blocks the device does not accept (`capabilities().launch_limits`: one
+/// more than a dimension's limit, `[u32::MAX; 3]`, a block with an empty dimension or more
+/// threads than a block may have) are [`GraphError::KernelArguments`], eager and in a capture
+/// (which goes on and replays without them); the output is untouched.
+fn launch_limit_errors<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let limits = b.capabilities().launch_limits;
+    let n = 64usize;
+    let x = b.alloc_from(&vec![1.0f32; n]).ctx("alloc_from")?;
+    let y = b.alloc_from(&vec![0.0f32; n]).ctx("alloc_from")?;
+    let args = [
+        KernelArg::buffer(&y),
+        KernelArg::buffer(&x),
+        KernelArg::scalar(2.0f32),
+        KernelArg::scalar(1.0f32),
+        KernelArg::scalar(n as u32),
+    ];
+    let one_more = |max: [u32; 3], axis: usize| {
+        max[axis].checked_add(1).map(|d| {
+            let mut dims = [1; 3];
+            dims[axis] = d;
+            dims
+        })
+    };
+    // Grids, each with the kernel's own (valid) block.
+    let mut grids: Vec<[u32; 3]> = (0..3)
+        .filter_map(|a| one_more(limits.max_grid, a))
+        .collect();
+    if limits.max_grid != [u32::MAX; 3] {
+        grids.push([u32::MAX; 3]);
+    }
+    // Blocks, each with a one-block grid.
+    let mut blocks: Vec<[u32; 3]> = vec![[0, 1, 1], [1, 0, 1], [1, 1, 0]];
+    blocks.extend((0..3).filter_map(|a| one_more(limits.max_block, a)));
+    let [bx, by, _] = limits.max_block;
+    if u64::from(bx) * u64::from(by) > u64::from(limits.max_threads_per_block) {
+        blocks.push([bx, by, 1]);
+    }
+    let refused = |kernel: &Kernel, grid: [u32; 3], what: &str| -> CaseResult {
+        expect_err!(
+            b.launch_kernel(kernel, grid, &args),
+            GraphError::KernelArguments { .. },
+            format!("{what} (limits {limits:?})")
+        );
+        Ok(())
+    };
+    let launch_all = || -> CaseResult {
+        for &grid in &grids {
+            refused(&AFFINE, grid, &format!("grid {grid:?}"))?;
+        }
+        for &block in &blocks {
+            let kernel = AFFINE.clone().block(block);
+            refused(&kernel, [1, 1, 1], &format!("block {block:?}"))?;
+        }
+        Ok(())
+    };
+    launch_all()?;
+    // In a capture: refused before anything is recorded, and the capture goes on.
+    let stream = b.new_stream().ctx("new_stream")?;
+    let mut graph = new_graph(b, GraphOptions::new())?;
+    let mut inside = Ok(());
+    b.capture_on(&stream, &mut graph, || {
+        inside = launch_all();
+        b.add_scalar(&x, 1.0)
+    })
+    .ctx("capture of refused launches and x += 1")?;
+    inside.map_err(|e| format!("in a capture: {e}"))?;
+    replay_on(b, &stream, &mut graph)?;
+    b.synchronize().ctx("synchronize")?;
+    ensure!(
+        b.download(&x).ctx("download")? == vec![2.0; n],
+        "the capture around refused launches did not replay x += 1"
+    );
     ensure!(
         b.download(&y).ctx("download")? == vec![0.0; n],
         "a refused launch wrote its output"

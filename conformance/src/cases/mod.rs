@@ -12,6 +12,7 @@ mod differential;
 mod editing;
 mod gemm;
 mod hardening;
+mod hostile_sequences;
 mod kernels;
 mod lifecycle;
 mod memory_safety;
@@ -728,6 +729,8 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
         .needing_another_instance(),
     ])
     .into_iter()
+    // 5.15: hostile random sequences under a watchdog.
+    .chain(hostile_sequences::cases())
     // 9: memory-safe replay.
     .chain(memory_safety::cases())
     // 10: hardening.

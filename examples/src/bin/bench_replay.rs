@@ -3,10 +3,13 @@
 //!
 //! `cargo run --release -p accel-graph-examples --bin bench_replay [-- --backend auto]`
 
-use std::time::{Duration, Instant};
+use std::{
+    process::ExitCode,
+    time::{Duration, Instant},
+};
 
 use accel_graph::{AcceleratorGraph, Backend, BackendJob, CaptureExt, GraphOptions, Result};
-use accel_graph_examples::{BackendArg, backend_label, init_logging};
+use accel_graph_examples::{BackendArg, backend_label, exit_code, init_logging};
 use clap::Parser;
 
 /// Per-node capture and replay cost against eager execution.
@@ -97,8 +100,12 @@ impl BackendJob for Cli {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(cli.backend.choice()?, cli)?
+    exit_code(
+        cli.backend
+            .choice()
+            .and_then(|choice| accel_graph::run_on(choice, cli)?),
+    )
 }

@@ -6,13 +6,13 @@
 //! Run on the mock, or any backend with `--backend`:
 //! `cargo run -p accel-graph-examples --release --bin bucketed_inference -- [--backend auto]`
 
-use std::time::Instant;
+use std::{process::ExitCode, time::Instant};
 
 use accel_graph::{
     Backend, DeviceBuffer, Result,
     utils::{BucketedCacheOptions, BucketedGraphCache, CaptureSizes},
 };
-use accel_graph_examples::{BackendArg, backend_label, init_logging};
+use accel_graph_examples::{BackendArg, backend_label, exit_code, init_logging};
 use clap::Parser;
 
 /// A "model" of portable ops, row-independent so padding rows cannot disturb real rows: four
@@ -133,8 +133,12 @@ impl accel_graph::BackendJob for Cli {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(cli.backend.choice()?, cli)?
+    exit_code(
+        cli.backend
+            .choice()
+            .and_then(|choice| accel_graph::run_on(choice, cli)?),
+    )
 }

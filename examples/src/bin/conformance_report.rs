@@ -1,8 +1,10 @@
 //! Runs the conformance suite on one backend and prints its table and the closing line
 //! `N passed, N failed, N skipped`. Exits non-zero if a case failed.
 
-use accel_graph::{Backend, BackendJob, Result};
-use accel_graph_examples::{BackendArg, backend_label, init_logging};
+use std::process::ExitCode;
+
+use accel_graph::{Backend, BackendJob};
+use accel_graph_examples::{BackendArg, backend_label, exit_code, init_logging};
 use clap::Parser;
 
 /// Print the conformance table of a backend.
@@ -22,12 +24,17 @@ impl BackendJob for Report {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
-    let failed = accel_graph::run_on(cli.backend.choice()?, Report)?;
-    if failed > 0 {
-        std::process::exit(1);
+    match cli
+        .backend
+        .choice()
+        .and_then(|choice| accel_graph::run_on(choice, Report))
+    {
+        Ok(0) => ExitCode::SUCCESS,
+        // The table names the failed cases.
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => exit_code(Err(e)),
     }
-    Ok(())
 }

@@ -1,10 +1,13 @@
 //! Debug dump: capture a few ops with debug mode on, write the graph as DOT, print its nodes,
 //! and render PNG and SVG with Graphviz `dot` when it is installed.
 
-use std::{path::PathBuf, process::Command};
+use std::{
+    path::PathBuf,
+    process::{Command, ExitCode},
+};
 
 use accel_graph::{AcceleratorGraph, Backend, BackendJob, CaptureExt, GraphOptions, Result};
-use accel_graph_examples::{BackendArg, init_logging};
+use accel_graph_examples::{BackendArg, exit_code, init_logging};
 use clap::Parser;
 
 /// Write a captured graph as DOT (and PNG/SVG with Graphviz).
@@ -70,8 +73,12 @@ impl BackendJob for Cli {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(cli.backend.choice()?, cli)?
+    exit_code(
+        cli.backend
+            .choice()
+            .and_then(|choice| accel_graph::run_on(choice, cli)?),
+    )
 }

@@ -1,8 +1,10 @@
 //! Quickstart: PyTorch's `torch.accelerator.Graph` example (`x += 1` captured once, replayed)
 //! on the mock, or on the best backend available with `--backend auto`.
 
+use std::process::ExitCode;
+
 use accel_graph::{Backend, BackendJob, Result};
-use accel_graph_examples::{BackendArg, add_one_replayed, backend_label, init_logging};
+use accel_graph_examples::{BackendArg, add_one_replayed, backend_label, exit_code, init_logging};
 use clap::Parser;
 
 /// Capture `x += 1` into a graph and replay it.
@@ -34,8 +36,12 @@ impl BackendJob for Cli {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(cli.backend.choice()?, cli)?
+    exit_code(
+        cli.backend
+            .choice()
+            .and_then(|choice| accel_graph::run_on(choice, cli)?),
+    )
 }

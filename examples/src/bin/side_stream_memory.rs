@@ -9,10 +9,10 @@
 //! `cargo run --release -p accel-graph-examples --bin side_stream_memory [-- --backend cuda
 //! --torch torch_side_stream_memory.txt]`
 
-use std::collections::HashMap;
+use std::{collections::HashMap, process::ExitCode};
 
 use accel_graph::{AcceleratorGraph, Backend, BackendJob, GraphOptions, Result};
-use accel_graph_examples::{BackendArg, backend_label, init_logging};
+use accel_graph_examples::{BackendArg, backend_label, exit_code, init_logging};
 use clap::Parser;
 
 /// Pool bytes of a multi-stream capture, against PyTorch's for the same capture.
@@ -155,8 +155,12 @@ impl BackendJob for Cli {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(cli.backend.choice()?, cli)?
+    exit_code(
+        cli.backend
+            .choice()
+            .and_then(|choice| accel_graph::run_on(choice, cli)?),
+    )
 }

@@ -8,13 +8,13 @@
 // through wgpu-core's resource types, deeper than the default limit allows in a debug build.
 #![recursion_limit = "256"]
 
-use std::time::Instant;
+use std::{process::ExitCode, time::Instant};
 
 use accel_graph::{
     Backend, DeviceBuffer, Result,
     utils::{FullGraphWrapper, Stage},
 };
-use accel_graph_examples::{BackendArg, backend_label, init_logging};
+use accel_graph_examples::{BackendArg, backend_label, exit_code, init_logging};
 use clap::Parser;
 
 /// Learning rate of the SGD update.
@@ -250,8 +250,12 @@ impl accel_graph::BackendJob for Cli {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
-    accel_graph::run_on(cli.backend.choice()?, cli)?
+    exit_code(
+        cli.backend
+            .choice()
+            .and_then(|choice| accel_graph::run_on(choice, cli)?),
+    )
 }

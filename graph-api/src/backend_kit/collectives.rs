@@ -12,16 +12,26 @@ use crate::{
 };
 
 /// The bytes of a buffer a collective sends or receives, whatever its element type.
+///
+/// Made only from a [`View`] ([`CommView::of`]), so its bytes lie inside its buffer and name
+/// the buffer's own instance; its fields are read through methods, and cannot be set:
+///
+/// ```compile_fail
+/// use accel_graph_api::backend_kit::CommView;
+/// let memory = 0u8;
+/// // Refused by the compiler: the fields are private.
+/// let forged = CommView { memory: &memory, instance: 7, byte_offset: 0, bytes: 1 << 40 };
+/// ```
+///
+/// The driver layer still checks each view against the live memory it names before issuing a
+/// collective (its instance, its bytes within the memory's), as for any argument that crosses
+/// the backend boundary.
 #[derive(Debug)]
 pub struct CommView<'a, M> {
-    /// The buffer's memory.
-    pub memory: &'a M,
-    /// The backend instance of the buffer.
-    pub instance: u64,
-    /// The first byte, from the buffer's start.
-    pub byte_offset: usize,
-    /// Bytes.
-    pub bytes: usize,
+    memory: &'a M,
+    instance: u64,
+    byte_offset: usize,
+    bytes: usize,
 }
 
 impl<M> Clone for CommView<'_, M> {
@@ -42,13 +52,35 @@ impl<'a, M> CommView<'a, M> {
             bytes: view.num_bytes(),
         }
     }
+
+    /// The buffer's memory.
+    pub fn memory(&self) -> &'a M {
+        self.memory
+    }
+
+    /// The backend instance of the buffer.
+    pub fn instance(&self) -> u64 {
+        self.instance
+    }
+
+    /// The first byte, from the buffer's start.
+    pub fn byte_offset(&self) -> usize {
+        self.byte_offset
+    }
+
+    /// Bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 /// One collective to issue: its signature and the bytes it sends and receives (the same
 /// bytes for an in-place `all_reduce` or `broadcast`; for an in-place `all_gather` the send
 /// bytes are this rank's part of the receive bytes, for an in-place `reduce_scatter` the
 /// receive bytes are this rank's part of the send bytes). The communicator checked the lengths
-/// against the signature and the world size.
+/// against the signature and the world size; the driver layer checks every view again against
+/// the live memory it names and the signature, since a call can be made without the
+/// communicator.
 #[derive(Debug)]
 pub struct CollectiveCall<'a, M> {
     /// What every rank agrees on.
@@ -74,7 +106,11 @@ pub trait CollectiveBackend<M>: Send + Sync {
 /// One rank's device communicator.
 pub trait DeviceComm<M>: Send + Sync {
     /// Issues `call` on the backend's current stream (recorded, with its buffers and this
-    /// communicator kept alive by the graph, if the stream captures).
+    /// communicator kept alive by the graph, if the stream captures). A view of another
+    /// instance's memory is [`GraphError::ForeignObject`](crate::GraphError), bytes past its
+    /// memory [`GraphError::ViewOutOfRange`](crate::GraphError), a view whose length is not
+    /// the signature's [`GraphError::LengthMismatch`](crate::GraphError): nothing reaches the
+    /// device.
     fn issue(&self, call: &CollectiveCall<'_, M>) -> Result<()>;
 
     /// `Ok` while the communicator can be used; [`GraphError::CommUnusable`](crate::GraphError)

@@ -102,6 +102,9 @@ struct Slot<B> {
     graph_holds: usize,
     /// The stream a pool block was last allocated on (`None` for a plain block).
     stream: Option<Arc<StreamClock>>,
+    /// Other streams seen using the pool block since it was allocated (captured work on
+    /// streams forked from or joined to its own): its free point covers them too.
+    users: Vec<Arc<StreamClock>>,
     /// Where in stream order a pool block was freed (while it is pending or free).
     freed_at: Option<FreePoint>,
 }
@@ -320,6 +323,7 @@ impl<A: RawAllocator> MemoryPools<A> {
                     slot.live = true;
                     slot.freed_at = None;
                     slot.stream = Some(Arc::clone(stream));
+                    slot.users.clear();
                     return Ok(Allocation {
                         id,
                         block: slot.block.clone(),
@@ -380,10 +384,31 @@ impl<A: RawAllocator> MemoryPools<A> {
                 pending: false,
                 graph_holds: 0,
                 stream,
+                users: Vec::new(),
                 freed_at: None,
             },
         );
         id
+    }
+
+    /// Work on `stream` uses pool block `id` (while it is live): when its buffer is dropped,
+    /// the block is free for another stream only once that stream is ordered after this one
+    /// too, not only after the stream it was allocated on. The backend reports each stream it
+    /// sees using a block in a capture, where it knows every use, so that two unordered
+    /// branches of a graph never share a block.
+    pub fn note_use(&self, id: BlockId, stream: &Arc<StreamClock>) {
+        let mut inner = self.lock();
+        if let Some(slot) = inner.slots.get_mut(&id)
+            && slot.live
+            && slot.pool.is_some()
+            && slot
+                .stream
+                .as_ref()
+                .is_none_or(|s| s.serial() != stream.serial())
+            && !slot.users.iter().any(|s| s.serial() == stream.serial())
+        {
+            slot.users.push(Arc::clone(stream));
+        }
     }
 
     /// The buffer of block `id` was dropped while the streams `also` (besides the one it was
@@ -398,7 +423,10 @@ impl<A: RawAllocator> MemoryPools<A> {
             slot.live = false;
             slot.pending = true;
             if slot.pool.is_some() {
-                slot.freed_at = Some(self.order.free_point(slot.stream.iter().chain(also)));
+                slot.freed_at = Some(
+                    self.order
+                        .free_point(slot.stream.iter().chain(&slot.users).chain(also)),
+                );
             }
         }
     }
@@ -413,7 +441,7 @@ impl<A: RawAllocator> MemoryPools<A> {
                 return;
             };
             if !std::mem::take(&mut slot.pending) && slot.pool.is_some() {
-                slot.freed_at = Some(self.order.free_point(slot.stream.iter()));
+                slot.freed_at = Some(self.order.free_point(slot.stream.iter().chain(&slot.users)));
             }
             slot.live = false;
             if let Some(pool) = slot.pool {

@@ -28,11 +28,14 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CommOptions {
-    /// The communicator's name: the prefix of its keys in the store (communicators sharing
-    /// a store need distinct names) and what its errors call it. Default `"world"`.
+    /// The communicator's name: the prefix of its keys in the store and what its errors call
+    /// it. Default `"world"`. A name is used once per store: communicators sharing a store
+    /// need distinct names, even after one is dropped (its ranks' claims stay), and joining a
+    /// name already in use is [`GraphError::CommNameClash`](crate::GraphError).
     pub name: String,
     /// The longest any meeting of the ranks waits (joining, barriers, comparing captures, a
-    /// collective on the mock). Default [`DEFAULT_TIMEOUT`].
+    /// collective on the mock). Default [`DEFAULT_TIMEOUT`]; [`Duration::MAX`] waits as long
+    /// as it takes.
     pub timeout: Duration,
     /// The id to join, made ahead by a launcher ([`CommId::from_env`]); `None`: rank 0 makes
     /// one and shares it through the store.
@@ -141,7 +144,11 @@ impl<B: Backend> Communicator<B> {
     /// [`FileStore`](super::FileStore) on one fresh directory for processes), with the
     /// default [`CommOptions`].
     ///
-    /// Errors: `rank >= world_size` ([`GraphError::ArgumentMismatch`]); a backend without
+    /// Errors: `rank >= world_size`, or a world of more than
+    /// [`MAX_WORLD_SIZE`](super::MAX_WORLD_SIZE) ranks ([`GraphError::ArgumentMismatch`],
+    /// before anything is made for the world); a name another communicator uses on `store`
+    /// ([`GraphError::CommNameClash`], on this rank and on every rank that learns of it while
+    /// joining: see `docs/MULTI_GPU.md`); a backend without
     /// collectives ([`GraphError::Unsupported`], [`GraphError::LibraryUnavailable`] when
     /// NCCL is missing); a rank that does not come within the timeout
     /// ([`GraphError::CommTimeout`] naming it); a call made while a capture forbids unsafe
@@ -171,9 +178,10 @@ impl<B: Backend> Communicator<B> {
             world_size,
             options.timeout,
         )?);
-        // Every rank is here before any joins the device communicator: joining blocks until
-        // all have joined (NCCL's bootstrap), with no timeout of its own.
-        control.barrier("join")?;
+        // Each rank claims its place in the name, then every rank is here before any joins
+        // the device communicator: joining blocks until all have joined (NCCL's bootstrap),
+        // with no timeout of its own.
+        control.join()?;
         let id = match options.id {
             Some(id) => id,
             None => control.share_id(|| collectives.new_comm_id())?,
@@ -185,6 +193,9 @@ impl<B: Backend> Communicator<B> {
             control,
         };
         comm.warm_up()?;
+        // A rank of another communicator of this name that came while this one was made
+        // fails every rank here, alike.
+        comm.control.confirm_join()?;
         Ok(comm)
     }
 

@@ -9,8 +9,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{CollectiveSignature, CommId, Store};
+use super::{CollectiveSignature, CommId, Store, store::deadline_after};
 use crate::{GraphError, Result};
+
+/// The most ranks a communicator serves. Every meeting of the ranks reads one key per rank on
+/// every rank (host work and store traffic growing with the square of the world), and joining
+/// sizes per-rank tables by it, so a world beyond this is refused before anything is made
+/// for it.
+pub const MAX_WORLD_SIZE: usize = 65_536;
 
 /// What a rank reports at the end of a capture.
 const CAPTURED: u8 = 1;
@@ -18,6 +24,8 @@ const CAPTURED: u8 = 1;
 const DISCARDED: u8 = 2;
 /// Signatures listed in a mismatch message per rank, at most.
 const LISTED: usize = 6;
+/// Bytes of a rank's claim of its place: its world size.
+const CLAIM_BYTES: usize = 8;
 
 /// One rank's handle on the host-side meetings of a communicator: every call is *collective*
 /// (each rank makes the same calls in the same order) and waits at most the communicator's
@@ -57,8 +65,9 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// Rank `rank` of `world_size` of the communicator `name`, meeting through `store`,
-    /// waiting at most `timeout` per meeting. [`GraphError::ArgumentMismatch`] unless
-    /// `rank < world_size`.
+    /// waiting at most `timeout` per meeting ([`Duration::MAX`]: as long as it takes).
+    /// [`GraphError::ArgumentMismatch`] unless `rank < world_size <=`
+    /// [`MAX_WORLD_SIZE`].
     pub fn new(
         store: Arc<dyn Store>,
         name: impl Into<String>,
@@ -67,6 +76,12 @@ impl ControlPlane {
         timeout: Duration,
     ) -> Result<Self> {
         let name = name.into();
+        if world_size > MAX_WORLD_SIZE {
+            return Err(GraphError::ArgumentMismatch(format!(
+                "communicator {name}: a world of {world_size} ranks is more than the \
+                 {MAX_WORLD_SIZE} a communicator serves"
+            )));
+        }
         if rank >= world_size {
             return Err(GraphError::ArgumentMismatch(format!(
                 "communicator {name}: rank {rank} is outside a world of {world_size} rank(s) \
@@ -123,7 +138,7 @@ impl ControlPlane {
         let round = self.next_round(topic);
         self.store.set(&self.key(topic, round, self.rank), value)?;
         let started = Instant::now();
-        let deadline = started + self.timeout;
+        let deadline = deadline_after(started, self.timeout);
         let mut values: Vec<Option<Vec<u8>>> = vec![None; self.world_size];
         values[self.rank] = Some(value.to_vec());
         for rank in (0..self.world_size).filter(|&r| r != self.rank) {
@@ -183,6 +198,107 @@ impl ControlPlane {
         Ok(None)
     }
 
+    /// Claims this rank's place in the communicator's name (`<name>/rank/<rank>`, atomically:
+    /// [`Store::set_if_absent`]), then meets every rank (bounded by the timeout) — before
+    /// anything else of the communicator is written to the store or made on a device.
+    ///
+    /// A place already held (another communicator of the same name on this store, a rank
+    /// joining twice, a store left by an earlier launch) is [`GraphError::CommNameClash`],
+    /// and the name is marked clashed (`<name>/clash`) so that ranks of the communicator
+    /// holding it which are still joining fail too: the holders are not necessarily all of one
+    /// group (two groups racing for the name can each win some places). Every rank meeting
+    /// here reports whether it saw the mark, and all of them fail alike if one did;
+    /// [`ControlPlane::confirm_join`] repeats that check once the communicator is made.
+    /// Ranks of different world sizes are [`GraphError::CollectiveMismatch`].
+    pub(crate) fn join(&self) -> Result<()> {
+        let claim = self.claim();
+        if let Some(held) = self.store.set_if_absent(&self.place_key(), &claim)? {
+            let holder = match <[u8; CLAIM_BYTES]>::try_from(held.as_slice()) {
+                Ok(world) => format!("another rank (of a world of {})", u64::from_le_bytes(world)),
+                Err(_) => "another rank".to_owned(),
+            };
+            let found = format!("rank {}'s place is held by {holder}", self.rank);
+            // Best effort: this rank's error stands whether or not the mark is written.
+            let _ = self.store.set(&self.clash_key(), found.as_bytes());
+            return Err(self.name_clash(format!(
+                "{found}: another communicator of this name, this rank joining twice, or a \
+                 store an earlier launch left"
+            )));
+        }
+        self.agree("join")
+    }
+
+    /// The last step of joining, once the device communicator is made and warmed up: every
+    /// rank reports whether the name was marked clashed meanwhile (a rank of another
+    /// communicator of the name came after [`ControlPlane::join`]'s meeting), and all fail
+    /// alike with [`GraphError::CommNameClash`] if one saw it.
+    pub(crate) fn confirm_join(&self) -> Result<()> {
+        self.agree("joined")
+    }
+
+    /// This rank's claim of its place: its world size (which a rank finding the place taken
+    /// reports).
+    fn claim(&self) -> Vec<u8> {
+        (self.world_size as u64).to_le_bytes().to_vec()
+    }
+
+    fn place_key(&self) -> String {
+        format!("{}/rank/{}", self.name, self.rank)
+    }
+
+    fn clash_key(&self) -> String {
+        format!("{}/clash", self.name)
+    }
+
+    /// Meets every rank on `topic`, each with its claim and whether it saw the name marked
+    /// clashed; every rank decides from the same values, so all fail or none does.
+    fn agree(&self, topic: &str) -> Result<()> {
+        let mark = self.store.get(&self.clash_key())?;
+        let mut value = self.claim();
+        value.push(u8::from(mark.is_some()));
+        let all = self.exchange(topic, &value)?;
+        for (rank, value) in all.iter().enumerate() {
+            let world = (value.len() == CLAIM_BYTES + 1)
+                .then(|| value[..CLAIM_BYTES].try_into().ok())
+                .flatten()
+                .map(u64::from_le_bytes);
+            let Some(world) = world else {
+                return Err(self.name_clash(format!(
+                    "rank {rank} sent {} bytes where a rank of a communicator sends {} when \
+                     it joins",
+                    value.len(),
+                    CLAIM_BYTES + 1
+                )));
+            };
+            if world != self.world_size as u64 {
+                return Err(self.mismatch(format!(
+                    "rank {rank} joined with a world of {world} rank(s), this rank with {} \
+                     (or a communicator of another world uses the same name on the store)",
+                    self.world_size
+                )));
+            }
+        }
+        if let Some(rank) = all.iter().position(|v| v[CLAIM_BYTES] != 0) {
+            let what = match self.store.get(&self.clash_key())? {
+                Some(found) => String::from_utf8_lossy(&found).into_owned(),
+                None => "a rank found its place taken".to_owned(),
+            };
+            return Err(self.name_clash(format!(
+                "rank {rank} saw that another rank claimed a place in this name while the \
+                 ranks joined ({what}); no rank keeps a communicator that may mix the two"
+            )));
+        }
+        Ok(())
+    }
+
+    fn name_clash(&self, reason: String) -> GraphError {
+        GraphError::CommNameClash {
+            communicator: self.name.clone(),
+            rank: self.rank,
+            reason,
+        }
+    }
+
     /// The communicator's id: rank 0 makes it with `make` and publishes it; the other ranks
     /// wait for it (bounded). When rank 0 cannot make it, the other ranks fail at once with
     /// [`GraphError::CommUnusable`] carrying rank 0's error, instead of timing out.
@@ -199,7 +315,10 @@ impl ControlPlane {
             return made;
         }
         let started = Instant::now();
-        match self.store.wait(&key, started + self.timeout)? {
+        match self
+            .store
+            .wait(&key, deadline_after(started, self.timeout))?
+        {
             None => Err(GraphError::CommTimeout {
                 communicator: self.name.clone(),
                 rank: self.rank,
@@ -439,6 +558,104 @@ mod tests {
             Err(GraphError::CommUnusable { reason, .. }) => assert!(reason.contains("no ids")),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn worlds_too_large_and_ranks_outside_are_refused() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        for (rank, world) in [
+            (0, usize::MAX),
+            (0, 1 << 40),
+            (0, MAX_WORLD_SIZE + 1),
+            (usize::MAX, 4),
+            (2, 2),
+            (0, 0),
+        ] {
+            match ControlPlane::new(store.clone(), "t", rank, world, Duration::MAX) {
+                Err(GraphError::ArgumentMismatch(message)) => {
+                    assert!(message.contains(&world.to_string()), "{message}")
+                }
+                other => panic!("rank {rank} of {world}: {other:?}"),
+            }
+        }
+        let last = MAX_WORLD_SIZE - 1;
+        assert!(ControlPlane::new(store, "t", last, MAX_WORLD_SIZE, Duration::MAX).is_ok());
+    }
+
+    #[test]
+    fn meetings_without_a_time_limit_do_not_overflow() {
+        let (_, planes) = planes(2, Duration::MAX);
+        for result in on_each(&planes, |p| p.join().and_then(|()| p.barrier("b"))) {
+            result.unwrap();
+        }
+        let id = CommId::from_bytes(&[5; 128]).unwrap();
+        for got in on_each(&planes, |p| p.share_id(|| Ok(id.clone()))) {
+            assert_eq!(got.unwrap(), id);
+        }
+    }
+
+    fn is_clash(result: &Result<()>) -> bool {
+        matches!(result, Err(GraphError::CommNameClash { .. }))
+    }
+
+    /// A rank whose place is taken fails at once; a rank that meets the holder of the place
+    /// after seeing the mark fails with the holder, at the same meeting.
+    #[test]
+    fn a_place_claimed_twice_fails_the_claimant_and_every_rank_that_sees_it() {
+        let store = Arc::new(MemoryStore::new());
+        let plane = |rank| ControlPlane::new(store.clone(), "t", rank, 2, Duration::from_secs(10));
+        let (first, holder, second) = (plane(0).unwrap(), plane(1).unwrap(), plane(1).unwrap());
+        std::thread::scope(|s| {
+            let held = s.spawn(|| holder.join());
+            // The holder has claimed place 1 (it now waits for rank 0).
+            while store.get("t/rank/1").unwrap().is_none() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let started = Instant::now();
+            let refused = second.join();
+            assert!(is_clash(&refused), "{refused:?}");
+            assert!(started.elapsed() < Duration::from_secs(1));
+            assert!(store.get("t/clash").unwrap().is_some());
+            let joined = first.join();
+            assert!(is_clash(&joined), "{joined:?}");
+            let held = held.join().unwrap();
+            assert!(is_clash(&held), "{held:?}");
+        });
+    }
+
+    /// A clash that comes after the ranks met to join fails them all at the confirmation.
+    #[test]
+    fn a_clash_during_joining_fails_the_confirmation_on_every_rank() {
+        let (store, planes) = planes(2, Duration::from_secs(10));
+        for result in on_each(&planes, ControlPlane::join) {
+            result.unwrap();
+        }
+        let late = ControlPlane::new(store, "t", 0, 2, Duration::from_secs(10)).unwrap();
+        assert!(is_clash(&late.join()));
+        for result in on_each(&planes, ControlPlane::confirm_join) {
+            assert!(is_clash(&result), "{result:?}");
+        }
+    }
+
+    #[test]
+    fn ranks_of_different_worlds_do_not_join() {
+        let store = Arc::new(MemoryStore::new());
+        let planes = [
+            ControlPlane::new(store.clone(), "t", 0, 2, Duration::from_secs(10)).unwrap(),
+            ControlPlane::new(store.clone(), "t", 1, 3, Duration::from_millis(300)).unwrap(),
+        ];
+        let results = on_each(&planes, ControlPlane::join);
+        // Rank 0 finds rank 1's world; rank 1 waits for a rank 2 that never comes.
+        assert!(
+            matches!(&results[0], Err(GraphError::CollectiveMismatch { message, .. }) if message.contains("world of 3")),
+            "{:?}",
+            results[0]
+        );
+        assert!(
+            matches!(results[1], Err(GraphError::CommTimeout { .. })),
+            "{:?}",
+            results[1]
+        );
     }
 
     #[test]

@@ -3,11 +3,18 @@
 //! and `broadcast` run on the current stream and are **captured like any op**.
 //!
 //! * **Ranks meet through a [`Store`]** (torch.distributed's store): [`MemoryStore`] for
-//!   threads, [`FileStore`] for processes on one host. It carries the communicator's id, the
+//!   threads, [`FileStore`] for processes sharing a directory, [`TcpStore`] (hosted by rank
+//!   0, torch's `env://`) for processes on several hosts; [`LaunchEnv`] picks one from the
+//!   launcher's environment. It carries the communicator's id, the
 //!   barriers, and the comparison of captures — never tensor data, which goes through the
 //!   device (NCCL on CUDA; the mock exchanges in memory).
 //! * **Every meeting is bounded** by the communicator's timeout: a rank that never comes is
 //!   [`GraphError::CommTimeout`](crate::GraphError) naming it, not a hang.
+//! * **A name is one communicator per store**: each rank claims its place in the name
+//!   atomically, and a place already held is
+//!   [`GraphError::CommNameClash`](crate::GraphError) (so are the ranks that meet it while
+//!   joining), never a communicator mixing the ranks of two. Worlds are at most
+//!   [`MAX_WORLD_SIZE`] ranks.
 //! * **Captures are compared before they end**: each rank's capture holding collectives
 //!   reports its sequence of [`CollectiveSignature`]s; ranks that recorded different ones get
 //!   [`GraphError::CollectiveMismatch`](crate::GraphError) and the capture is discarded, so no
@@ -31,12 +38,14 @@ mod id;
 mod launch;
 mod reference;
 mod store;
+mod tcp_store;
 mod types;
 
 pub use communicator::{CommOptions, Communicator, DEFAULT_TIMEOUT};
-pub use control::ControlPlane;
+pub use control::{ControlPlane, MAX_WORLD_SIZE};
 pub use id::{COMM_ID_BYTES, CommId};
-pub use launch::LaunchEnv;
+pub use launch::{LaunchEnv, LaunchStore};
 pub use reference::collective_reference;
 pub use store::{FileStore, MemoryStore, Store};
+pub use tcp_store::{TcpStore, TcpStoreOptions};
 pub use types::{Collective, CollectiveSignature, CommDType, CommElement, ReduceOp};

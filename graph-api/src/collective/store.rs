@@ -18,11 +18,14 @@ use crate::{GraphError, Result};
 
 /// A key-value store every rank of a communicator reaches: [`MemoryStore`] for ranks that
 /// are threads of one process, [`FileStore`] for ranks that are processes sharing a
-/// directory (one host, or a shared file system).
+/// directory (one host, or a shared file system), [`TcpStore`](super::TcpStore) for ranks on
+/// several hosts (rank 0 hosts it).
 ///
-/// Keys are made by the communicator (`<name>/<topic>/<round>/<rank>`); values are small.
-/// Implement it over your own rendezvous service (a TCP or etcd store) to run ranks on
-/// several hosts.
+/// Keys are made by the communicator (`<name>/<topic>/<round>/<rank>`, and `<name>/rank/<rank>`,
+/// each rank's claim of its place, made with [`Store::set_if_absent`]); values are small.
+/// Implement it over your own rendezvous service (an etcd store) to run ranks elsewhere:
+/// `set_if_absent` must be atomic there too (etcd's transactions,
+/// torch's `compare_set`), or two communicators given the same name could mix their ranks.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -44,6 +47,22 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Removes `key` (nothing happens when it is not set).
     fn delete(&self, key: &str) -> Result<()>;
+
+    /// Sets `key` to `value` only if it is not set, **atomically**: of several callers racing
+    /// for one key exactly one sets it. `Ok(None)` when this call set it; `Ok(Some(held))`,
+    /// leaving the key as it was, when it already held `held`. Ranks claim their place in a
+    /// communicator with it, which is how a second communicator of the same name on the store
+    /// is detected.
+    ///
+    /// ```
+    /// use accel_graph_api::collective::{MemoryStore, Store};
+    /// let store = MemoryStore::new();
+    /// assert_eq!(store.set_if_absent("seat", b"mine")?, None);
+    /// assert_eq!(store.set_if_absent("seat", b"yours")?, Some(b"mine".to_vec()));
+    /// assert_eq!(store.get("seat")?, Some(b"mine".to_vec()));
+    /// # Ok::<(), accel_graph_api::GraphError>(())
+    /// ```
+    fn set_if_absent(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>>;
 
     /// The value of `key` once it is set, or `None` when `deadline` passes first. The
     /// default polls [`Store::get`], sleeping a little longer each time (up to 5 ms).
@@ -77,8 +96,25 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         (**self).delete(key)
     }
 
+    fn set_if_absent(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>> {
+        (**self).set_if_absent(key, value)
+    }
+
     fn wait(&self, key: &str, deadline: Instant) -> Result<Option<Vec<u8>>> {
         (**self).wait(key, deadline)
+    }
+}
+
+/// `start + timeout`, or the latest instant short of it the platform represents: a timeout
+/// of [`Duration::MAX`] means "wait as long as it takes", not an overflow.
+pub(crate) fn deadline_after(start: Instant, timeout: Duration) -> Instant {
+    let mut left = timeout;
+    loop {
+        if let Some(deadline) = start.checked_add(left) {
+            return deadline;
+        }
+        // Halving ends: `start + 0` is `start`.
+        left /= 2;
     }
 }
 
@@ -139,6 +175,18 @@ impl Store for MemoryStore {
     fn delete(&self, key: &str) -> Result<()> {
         self.map().remove(key);
         Ok(())
+    }
+
+    /// Atomic under the store's lock.
+    fn set_if_absent(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut map = self.map();
+        if let Some(held) = map.get(key) {
+            return Ok(Some(held.clone()));
+        }
+        map.insert(key.to_owned(), value.to_vec());
+        drop(map);
+        self.inner.changed.notify_all();
+        Ok(None)
     }
 
     /// Waits on a condition variable: no polling.
@@ -220,18 +268,56 @@ impl FileStore {
         }
         self.dir.join(name)
     }
-}
 
-impl Store for FileStore {
-    fn set(&self, key: &str, value: &[u8]) -> Result<()> {
-        let target = self.path(key);
+    /// A temporary file holding `value`, to be moved or linked into place whole.
+    fn temp_file(&self, value: &[u8]) -> Result<PathBuf> {
         let temp = self.dir.join(format!(
             ".tmp-{}-{}",
             std::process::id(),
             NEXT_TEMP.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::write(&temp, value).map_err(|e| GraphError::io(&temp, e))?;
+        Ok(temp)
+    }
+}
+
+impl Store for FileStore {
+    fn set(&self, key: &str, value: &[u8]) -> Result<()> {
+        let target = self.path(key);
+        let temp = self.temp_file(value)?;
         std::fs::rename(&temp, &target).map_err(|e| GraphError::io(&target, e))
+    }
+
+    /// A hard link of a complete temporary file to the key's name: creating a link fails
+    /// when the name exists, atomically (how lock files are made), and a reader sees the
+    /// value whole or not at all. Where the file system has no hard links, the file
+    /// is created exclusively and then written (still one winner, but a reader racing the
+    /// write may see it partly written).
+    fn set_if_absent(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>> {
+        let target = self.path(key);
+        let temp = self.temp_file(value)?;
+        let linked = std::fs::hard_link(&temp, &target);
+        let _ = std::fs::remove_file(&temp);
+        let created = match linked {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                use std::io::Write;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&target)
+                    .and_then(|mut file| file.write_all(value))
+            }
+            linked => linked,
+        };
+        match created {
+            Ok(()) => Ok(None),
+            // The holder's value (claims are never deleted; empty while a racing exclusive
+            // create has not written it yet).
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Ok(Some(self.get(key)?.unwrap_or_default()))
+            }
+            Err(e) => Err(GraphError::io(&target, e)),
+        }
     }
 
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
@@ -279,6 +365,63 @@ mod tests {
                 .to_string_lossy()
                 .starts_with('.')
         );
+    }
+
+    /// Of many threads claiming one key at once, exactly one sets it, and every other one
+    /// is told the winner's value.
+    fn one_claim_wins(store: &(impl Store + Clone + 'static)) {
+        for round in 0..20 {
+            let key = format!("claim/{round}");
+            let results: Vec<Option<Vec<u8>>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8u8)
+                    .map(|t| {
+                        let (store, key) = (store.clone(), key.clone());
+                        s.spawn(move || store.set_if_absent(&key, &[t]).unwrap())
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let winners: Vec<usize> = (0..8).filter(|&t| results[t].is_none()).collect();
+            assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+            let held = vec![winners[0] as u8];
+            assert_eq!(store.get(&key).unwrap(), Some(held.clone()));
+            for (t, r) in results.iter().enumerate() {
+                if t != winners[0] {
+                    assert_eq!(r.as_ref(), Some(&held));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn set_if_absent_has_one_winner_in_memory_and_in_a_directory() {
+        one_claim_wins(&MemoryStore::new());
+        let dir =
+            std::env::temp_dir().join(format!("accel-graph-store-claims-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        one_claim_wins(&FileStore::new(&dir).unwrap());
+        // No temporary file is left behind.
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn deadlines_saturate() {
+        let now = Instant::now();
+        assert_eq!(
+            deadline_after(now, Duration::from_secs(1)),
+            now + Duration::from_secs(1)
+        );
+        let far = deadline_after(now, Duration::MAX);
+        assert!(far > now + Duration::from_secs(86_400 * 365));
+        // A wait with a far deadline returns what is there without overflowing.
+        let store = MemoryStore::new();
+        store.set("k", b"v").unwrap();
+        assert_eq!(store.wait("k", far).unwrap(), Some(b"v".to_vec()));
     }
 
     #[test]

@@ -83,7 +83,7 @@ use std::{
     },
 };
 
-pub use args::{KernelArg, check_arguments};
+pub use args::{BufferArg, KernelArg, check_arguments};
 pub use host::{HostArg, HostKernelFn, HostLaunch};
 
 use crate::{Element, GraphError, Result};
@@ -399,6 +399,9 @@ impl Kernel {
     }
 
     /// Sets the threads per block (the workgroup size of the WGSL entry point); 256 by default.
+    /// A launch checks it against the backend's `capabilities().launch_limits` (CUDA's: at
+    /// most 1,024 threads in all, none of its dimensions 0) and refuses a block beyond them as
+    /// [`GraphError::KernelArguments`].
     pub fn block(self, block: [u32; 3]) -> Self {
         self.edit(|d| d.block = block)
     }
@@ -507,13 +510,58 @@ impl fmt::Debug for Kernel {
     }
 }
 
-/// Validates a launch grid: every dimension at least 1.
-pub fn check_grid(kernel: &Kernel, grid: [u32; 3]) -> Result<()> {
-    if grid.contains(&0) {
-        return Err(GraphError::KernelArguments {
+/// Validates a launch of `kernel` over `grid` against the device's `limits` (its backend's
+/// [`Capabilities::launch_limits`](crate::Capabilities)): every dimension of the grid and of
+/// the kernel's block at least 1 and within the limits, and the block's threads in all too.
+/// Anything else is [`GraphError::KernelArguments`], before the launch reaches a device (where
+/// CUDA would refuse it as an invalid value, and the mock would run it).
+pub fn check_grid(
+    kernel: &Kernel,
+    grid: [u32; 3],
+    limits: &crate::capabilities::LaunchLimits,
+) -> Result<()> {
+    let refuse = |message: String| {
+        Err(GraphError::KernelArguments {
             kernel: kernel.name().to_owned(),
-            message: format!("grid {grid:?} has an empty dimension"),
-        });
+            message,
+        })
+    };
+    let block = kernel.block_dims();
+    if grid.contains(&0) {
+        return refuse(format!("grid {grid:?} has an empty dimension"));
+    }
+    if block.contains(&0) {
+        return refuse(format!(
+            "block {block:?} has an empty dimension (set it with Kernel::block)"
+        ));
+    }
+    if let Some(axis) = beyond(grid, limits.max_grid) {
+        return refuse(format!(
+            "grid {grid:?} exceeds this device's {:?} blocks per dimension (along {axis})",
+            limits.max_grid
+        ));
+    }
+    if let Some(axis) = beyond(block, limits.max_block) {
+        return refuse(format!(
+            "block {block:?} exceeds this device's {:?} threads per dimension (along {axis})",
+            limits.max_block
+        ));
+    }
+    // In u64: three u32 factors of up to 2^32 would overflow a u32 product.
+    let threads: u64 = block.iter().map(|&d| u64::from(d)).product();
+    if threads > u64::from(limits.max_threads_per_block) {
+        return refuse(format!(
+            "block {block:?} has {threads} threads; this device runs at most {} per block",
+            limits.max_threads_per_block
+        ));
     }
     Ok(())
+}
+
+/// The first axis (`x`, `y`, `z`) along which `dims` exceeds `max`.
+fn beyond(dims: [u32; 3], max: [u32; 3]) -> Option<&'static str> {
+    ["x", "y", "z"]
+        .into_iter()
+        .zip(dims.into_iter().zip(max))
+        .find_map(|(axis, (d, m))| (d > m).then_some(axis))
 }

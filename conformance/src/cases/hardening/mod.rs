@@ -12,12 +12,15 @@ mod loader;
 mod pool_ids;
 mod scoped;
 mod sizes;
+mod surfaces;
 
 use accel_graph_api::Backend;
 
 use crate::{
     Case,
-    case::requirements::{capture_modes_enforced, host_callbacks, none},
+    case::requirements::{
+        capture_modes_enforced, conditional_nodes, host_callbacks, multi_stream_capture, none,
+    },
 };
 
 const HARDENING: &str = "10 hardening";
@@ -102,6 +105,44 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
             HARDENING,
             host_callbacks,
             host_panics::eager,
+        ),
+        Case::new(
+            "10.13 a capture whose forks failed twice still ends: CaptureInvalidated, no hang",
+            HARDENING,
+            multi_stream_capture,
+            surfaces::failed_forks_leave_the_end_free,
+        ),
+        Case::new(
+            "10.14 kernel arguments are checked against the memory they name: a misstated \
+             length, offset or element type, another instance's buffer",
+            HARDENING,
+            none,
+            surfaces::misstated_buffers_are_checked,
+        ),
+        Case::new(
+            "10.15 op operands overlapping in part: OverlappingOperands; in place and disjoint \
+             views work",
+            HARDENING,
+            none,
+            surfaces::overlapping_operands,
+        ),
+        Case::new(
+            "10.16 GEMM whose C overlaps A or B: OverlappingOperands, C unchanged",
+            HARDENING,
+            none,
+            surfaces::gemm_output_aliasing,
+        ),
+        Case::new(
+            "10.17 one buffer bound to two written kernel parameters: KernelArguments",
+            HARDENING,
+            none,
+            surfaces::aliasing_kernel_writes,
+        ),
+        Case::new(
+            "10.18 capture_end inside a conditional body: refused, the capture invalidated",
+            HARDENING,
+            conditional_nodes,
+            surfaces::capture_end_inside_a_body,
         ),
     ])
 }

@@ -168,3 +168,62 @@ pub(super) fn ordered_reuse_only<B: Backend>(t: &Target<B>) -> CaseResult {
     }
     Ok(())
 }
+
+/// 12.06: in a capture on `a`, `s2` forks off and allocates `t`, fills it, and `a` joins `s2`
+/// and writes `t` too; `t` is dropped. `s1` then forks from `s2` through an event recorded
+/// after the drop, and allocates `u`: `s1` is ordered after `t`'s allocating stream but not
+/// after `a`'s write, so `u` must not take `t`'s block (the free point covers every
+/// stream seen using the block, not only the one it was allocated on). Replays equal eager.
+pub(super) fn every_user_in_the_free_point<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let (a, s1, s2) = (
+        b.new_stream().ctx("new_stream")?,
+        b.new_stream().ctx("new_stream")?,
+        b.new_stream().ctx("new_stream")?,
+    );
+    let events: Vec<B::Event> = (0..4)
+        .map(|_| b.new_event().ctx("new_event"))
+        .collect::<Result<_, _>>()?;
+    let y = b.alloc_from(&[0.0; SMALL]).ctx("alloc y")?;
+    let out = b.alloc_from(&[0.0; SMALL]).ctx("alloc out")?;
+    let mut g = new_graph(b, GraphOptions::new())?;
+    let (t_address, u_address) = b
+        .capture_on(&a, &mut g, || {
+            order_after(b, &s2, &a, &events[0])?;
+            let t = {
+                let _s2 = b.use_stream(&s2)?;
+                let t = b.alloc(SMALL)?;
+                b.fill(&t, 3.0)?;
+                t
+            };
+            order_after(b, &a, &s2, &events[2])?;
+            b.add_scalar(&t, 1.0)?;
+            b.copy(&y, &t)?;
+            let t_address = t.device_address();
+            drop(t);
+            // s1 forks from s2 after the drop: ordered after everything s2 did with t, not
+            // after a's write.
+            order_after(b, &s1, &s2, &events[1])?;
+            let u_address = {
+                let _s1 = b.use_stream(&s1)?;
+                let u = b.alloc(SMALL)?;
+                b.fill(&u, 5.0)?;
+                b.copy(&out, &u)?;
+                u.device_address()
+            };
+            order_after(b, &a, &s1, &events[3])?;
+            Ok((t_address, u_address))
+        })
+        .ctx("capture")?;
+    ensure!(
+        u_address != t_address,
+        "u on s1 got t's block {t_address:#x}, though s1 is not ordered after a's write of t"
+    );
+    {
+        let _a = on_stream(b, &a)?;
+        g.replay().ctx("replay")?;
+    }
+    expect_all(b, &y, 4.0, "y after the replay")?;
+    expect_all(b, &out, 5.0, "out after the replay")?;
+    Ok(())
+}

@@ -57,6 +57,12 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
             host_callbacks_and_multi_stream_capture,
             capture_race::capture_race,
         ),
+        Case::new(
+            "12.06 a block used on two branches of a capture is reused only after both",
+            SECTION,
+            multi_stream_capture,
+            branches::every_user_in_the_free_point,
+        ),
     ])
 }
 
