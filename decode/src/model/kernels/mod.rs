@@ -1,0 +1,109 @@
+//! The decoder's kernels, each one definition ([`accel_graph::kernel::Kernel`]): CUDA C (NVRTC
+//! on CUDA, hipRTC on HIP) for every element type, WGSL for `f32` (wgpu), and a host function
+//! for the mock. Each host function calls the `pub fn` of its file that computes the kernel's
+//! result on host slices: that function is the kernel's reference, and the host reference of
+//! the whole model ([`super::reference`]) calls the same functions, so on the mock the engine
+//! equals the reference bit for bit.
+//!
+//! The CUDA kernels compute in `f32` and round once per stored element, as the host functions
+//! do. Where the host's order of operations is cheap to follow (RMSNorm's fixed reduction tree,
+//! RoPE, the argmax) they follow it with `__fmul_rn` / `__fadd_rn` (never contracted into a
+//! fused multiply-add), so those kernels equal the host on a GPU too; the attention's and
+//! SwiGLU's `expf` and the attention's reduction order differ from the host's in the last
+//! bits.
+
+pub mod argmax;
+pub mod attention;
+pub mod embed;
+pub mod rmsnorm;
+pub mod rope;
+pub mod swiglu;
+
+use std::{
+    any::TypeId,
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use accel_graph::kernel::{HostArg, Kernel};
+
+use crate::DecodeElement;
+
+/// Every kernel of the decoder for one element type.
+#[derive(Debug)]
+pub struct Kernels {
+    /// [`embed`].
+    pub embed: Kernel,
+    /// [`rmsnorm`].
+    pub rmsnorm: Kernel,
+    /// [`rope`]: RoPE on queries and keys, keys and values stored into the cache.
+    pub rope_kv: Kernel,
+    /// [`attention`]: the one-kernel form.
+    pub attention: Kernel,
+    /// [`attention`]: the flash-decoding form's chunks.
+    pub attention_split: Kernel,
+    /// [`attention`]: the flash-decoding form's merge.
+    pub attention_combine: Kernel,
+    /// [`swiglu`].
+    pub swiglu: Kernel,
+    /// [`argmax`].
+    pub argmax: Kernel,
+}
+
+impl Kernels {
+    /// The kernels for `T`, built once per process (clones of one definition share its
+    /// compiled code on each backend instance).
+    pub fn get<T: DecodeElement>() -> Arc<Kernels> {
+        static ALL: Mutex<Option<HashMap<TypeId, Arc<Kernels>>>> = Mutex::new(None);
+        let mut all = ALL.lock().unwrap_or_else(|e| e.into_inner());
+        all.get_or_insert_with(HashMap::new)
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| {
+                Arc::new(Kernels {
+                    embed: embed::kernel::<T>(),
+                    rmsnorm: rmsnorm::kernel::<T>(),
+                    rope_kv: rope::kernel::<T>(),
+                    attention: attention::kernel::<T>(),
+                    attention_split: attention::split_kernel::<T>(),
+                    attention_combine: attention::combine_kernel::<T>(),
+                    swiglu: swiglu::kernel::<T>(),
+                    argmax: argmax::kernel::<T>(),
+                })
+            })
+            .clone()
+    }
+
+    /// Every kernel.
+    pub fn all(&self) -> [&Kernel; 8] {
+        [
+            &self.embed,
+            &self.rmsnorm,
+            &self.rope_kv,
+            &self.attention,
+            &self.attention_split,
+            &self.attention_combine,
+            &self.swiglu,
+            &self.argmax,
+        ]
+    }
+}
+
+/// A kernel named `name` with the CUDA C `body` (after `T`'s prelude) and, for element types
+/// WGSL has, the WGSL `wgsl`.
+fn with_sources<T: DecodeElement>(
+    kernel: Kernel,
+    body: &str,
+    wgsl: impl Into<std::borrow::Cow<'static, str>>,
+) -> Kernel {
+    // 64-bit indices without <stddef.h> (NVRTC and hipRTC compile without system headers).
+    let kernel = kernel.cuda(format!(
+        "typedef unsigned long long idx_t;\n{}\n{body}",
+        T::CUDA_PRELUDE
+    ));
+    if T::WGSL { kernel.wgsl(wgsl) } else { kernel }
+}
+
+/// A `u32` scalar argument as a `usize`.
+fn scalar(arg: &HostArg) -> usize {
+    arg.scalar::<u32>() as usize
+}

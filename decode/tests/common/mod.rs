@@ -1,0 +1,176 @@
+//! What the tests share: a scenario of sequences decoded step by step — prompts fed token by
+//! token through the decode step, then greedy generation — run on an engine or on the host
+//! reference.
+#![allow(dead_code)]
+
+use accel_graph::{Backend, Result};
+use accel_graph_decode::{
+    Config, DecodeElement, Engine, EngineOptions, StepMode, StepRow,
+    init::prompt,
+    model::{Reference, ReferenceStep},
+};
+
+/// The weights' seed of every test.
+pub const SEED: u64 = 11;
+/// Prompt tokens per sequence.
+pub const PROMPT: usize = 5;
+
+/// Buckets of the tests: steps of 3 rows pad to 4, of 5 rows to 8.
+pub fn options() -> EngineOptions {
+    EngineOptions::new().buckets([1, 2, 4, 8])
+}
+
+/// Tokens and final logits of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run<T> {
+    /// Each step's next tokens, row by row.
+    pub tokens: Vec<Vec<u32>>,
+    /// The last step's logits.
+    pub logits: Vec<T>,
+}
+
+/// The rows of step `t` of `batch` sequences (slot `s` for sequence `s`): a prompt token
+/// while there is one, else the sequence's last generated token.
+pub fn rows(config: &Config, t: usize, batch: usize, last: &[u32]) -> Vec<StepRow> {
+    (0..batch)
+        .map(|s| {
+            let p = prompt(SEED, s as u64, PROMPT, config.vocab as u32);
+            let token = if t < PROMPT { p[t] } else { last[s] };
+            StepRow::new(s as u32, token, t as u32)
+        })
+        .collect()
+}
+
+/// `steps` steps of `batch` sequences on an engine; also returns how many steps replayed.
+pub fn run_engine<B: Backend, T: DecodeElement>(
+    engine: &mut Engine<B, T>,
+    batch: usize,
+    steps: usize,
+) -> Result<(Run<T>, usize)> {
+    let config = *engine.model().config();
+    let mut last = vec![0u32; batch];
+    let mut tokens = Vec::new();
+    let mut replays = 0;
+    for t in 0..steps {
+        let out = engine.step(&rows(&config, t, batch, &last))?;
+        replays += usize::from(out.mode == StepMode::Replayed);
+        last.clone_from(&out.tokens);
+        tokens.push(out.tokens);
+    }
+    Ok((
+        Run {
+            tokens,
+            logits: engine.last_logits()?,
+        },
+        replays,
+    ))
+}
+
+/// The same on the host reference.
+pub fn run_reference<T: DecodeElement>(config: Config, batch: usize, steps: usize) -> Run<T> {
+    let mut reference = Reference::<T>::random(config, SEED, batch);
+    let mut last = vec![0u32; batch];
+    let mut tokens = Vec::new();
+    let mut logits = Vec::new();
+    for t in 0..steps {
+        let ReferenceStep {
+            tokens: next,
+            logits: l,
+        } = reference
+            .step(&rows(&config, t, batch, &last))
+            .expect("valid rows");
+        last.clone_from(&next);
+        tokens.push(next);
+        logits = l;
+    }
+    Run { tokens, logits }
+}
+
+/// A fresh engine over the tests' model.
+pub fn engine<B: Backend, T: DecodeElement>(
+    backend: &B,
+    options: EngineOptions,
+) -> Result<Engine<B, T>> {
+    Engine::random(backend, Config::tiny(), SEED, options)
+}
+
+/// The tiny model with a cache of 600 positions: attention runs split over three chunks of
+/// 256 (flash-decoding), as a long cache of a preset does.
+pub fn long() -> Config {
+    Config {
+        max_len: 600,
+        ..Config::tiny()
+    }
+}
+
+/// The tiny model with attention split into chunks of 16 positions: its cache of 64
+/// positions runs in four (flash-decoding), cheaply enough for the mock.
+pub fn chunked() -> Config {
+    Config {
+        attention_chunk: 16,
+        ..Config::tiny()
+    }
+}
+
+/// How a device engine compares with the host reference when fed the reference's tokens
+/// (teacher forcing, so that one flipped near-tie does not change every later input).
+#[derive(Debug, Clone, Copy)]
+pub struct Agreement {
+    /// Largest |logit − reference| over every step and row, relative to the largest |logit|.
+    pub worst_relative: f64,
+    /// Rows whose greedy token equals the reference's.
+    pub same_tokens: usize,
+    /// Rows compared.
+    pub rows: usize,
+}
+
+/// Runs `steps` steps of `batch` sequences eagerly and graphed on `backend`, asserts that the
+/// two give the same bits, and measures them against the reference.
+pub fn device_agreement<B: Backend, T: DecodeElement>(
+    backend: &B,
+    config: Config,
+    batch: usize,
+    steps: usize,
+) -> Result<Agreement> {
+    let mut reference = Reference::<T>::random(config, SEED, batch);
+    let mut eager = Engine::<B, T>::random(backend, config, SEED, options().graphs(false))?;
+    let mut graphed = Engine::<B, T>::random(backend, config, SEED, options())?;
+    let mut last = vec![0u32; batch];
+    let mut agreement = Agreement {
+        worst_relative: 0.0,
+        same_tokens: 0,
+        rows: 0,
+    };
+    for t in 0..steps {
+        let step = rows(&config, t, batch, &last);
+        let want = reference.step(&step)?;
+        let e = eager.step(&step)?;
+        let g = graphed.step(&step)?;
+        assert_eq!(g.mode, StepMode::Replayed);
+        let (el, gl) = (eager.last_logits()?, graphed.last_logits()?);
+        let bits = |v: &[T]| v.iter().map(|x| x.to_f32().to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&gl),
+            bits(&el),
+            "step {t}: graphed logits differ from eager ones"
+        );
+        assert_eq!(g.tokens, e.tokens, "step {t}");
+        let scale = want
+            .logits
+            .iter()
+            .fold(0.0f64, |m, v| m.max(f64::from(v.to_f32().abs())));
+        for (a, b) in gl.iter().zip(&want.logits) {
+            let d = f64::from((a.to_f32() - b.to_f32()).abs()) / scale;
+            agreement.worst_relative = agreement.worst_relative.max(d);
+        }
+        agreement.same_tokens += g
+            .tokens
+            .iter()
+            .zip(&want.tokens)
+            .filter(|(a, b)| a == b)
+            .count();
+        agreement.rows += batch;
+        last = want.tokens;
+    }
+    Ok(agreement)
+}

@@ -1,0 +1,79 @@
+//! The engine on real backends: graphed equals eager bit for bit, and both follow the host
+//! reference within the devices' rounding (their GEMMs sum in other orders; `expf` differs in
+//! the last bits). wgpu runs on any Vulkan adapter (lavapipe in CI); CUDA needs an NVIDIA GPU.
+//! A backend without a device says so and checks nothing.
+// Monomorphizing the engine over the wgpu backend proves `Send + Sync` through wgpu-core's
+// resource types, deeper than the default limit allows in a debug build.
+#![recursion_limit = "256"]
+
+mod common;
+
+use accel_graph::{GraphError, Result, half::bf16};
+use accel_graph_decode::Config;
+use common::{chunked, device_agreement, engine, long, options};
+
+#[test]
+fn wgpu_f32_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
+    let b = match accel_graph::wgpu::WgpuBackend::new(0) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("skipped: no wgpu adapter here ({e})");
+            return Ok(());
+        }
+    };
+    for batch in [1, 3, 5] {
+        let a = device_agreement::<_, f32>(&b, Config::tiny(), batch, 12)?;
+        eprintln!("wgpu f32 batch {batch}: {a:?}");
+        assert!(a.worst_relative < 1e-4, "batch {batch}: {a:?}");
+        assert!(a.same_tokens >= a.rows - 1, "batch {batch}: {a:?}");
+    }
+    // Attention split over chunks (of 16 positions: three chunks in 40 steps).
+    let a = device_agreement::<_, f32>(&b, chunked(), 3, 40)?;
+    eprintln!("wgpu f32 split attention: {a:?}");
+    assert!(a.worst_relative < 1e-4, "split attention: {a:?}");
+    assert!(a.same_tokens >= a.rows - 2, "split attention: {a:?}");
+    Ok(())
+}
+
+#[test]
+fn wgpu_refuses_bf16_with_unsupported() {
+    let Ok(b) = accel_graph::wgpu::WgpuBackend::new(0) else {
+        eprintln!("skipped: no wgpu adapter here");
+        return;
+    };
+    match engine::<_, bf16>(&b, options()) {
+        Err(GraphError::Unsupported { what }) => assert!(what.contains("WGSL"), "{what}"),
+        other => panic!("expected Unsupported, got {:?}", other.map(drop)),
+    }
+}
+
+#[test]
+fn cuda_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
+    let b = match accel_graph::cuda::CudaBackend::new(0) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("skipped: no CUDA device here ({e})");
+            return Ok(());
+        }
+    };
+    for (config, batch, steps) in [
+        (Config::tiny(), 1, 32),
+        (Config::tiny(), 3, 32),
+        (Config::tiny(), 5, 32),
+        (chunked(), 3, 40),
+        (long(), 3, 400),
+    ] {
+        let a = device_agreement::<_, f32>(&b, config, batch, steps)?;
+        eprintln!("cuda f32 max_len {} batch {batch}: {a:?}", config.max_len);
+        assert!(a.worst_relative < 1e-4, "f32 batch {batch}: {a:?}");
+        assert!(a.same_tokens + 2 >= a.rows, "f32 batch {batch}: {a:?}");
+        let a = device_agreement::<_, bf16>(&b, config, batch, steps)?;
+        eprintln!("cuda bf16 max_len {} batch {batch}: {a:?}", config.max_len);
+        assert!(a.worst_relative < 5e-2, "bf16 batch {batch}: {a:?}");
+        assert!(
+            a.same_tokens * 10 >= a.rows * 9,
+            "bf16 batch {batch}: {a:?}"
+        );
+    }
+    Ok(())
+}
