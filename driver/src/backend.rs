@@ -166,6 +166,33 @@ impl<D: Driver> DriverBackend<D> {
                 return Err(e);
             }
         };
+        // Inside a conditional body the driver captures into the body's graph, which can have
+        // no edge to work outside it: a wait on any other record (eager, in the enclosing
+        // graph, in another body) would invalidate the body's capture in the driver, and the
+        // CUDA driver then faults destroying the graph that holds the node. Refused here,
+        // before the driver; the capture goes on.
+        if let Some(entry) = &member_of
+            && editing::in_body(shared, entry, &stream)
+        {
+            let body_graph = shared
+                .driver
+                .capture_point(&stream.inner.raw)
+                .ok()
+                .flatten()
+                .map(|p| p.graph);
+            let same_body = call.capture().is_some_and(|c| Arc::ptr_eq(&c, entry))
+                && call.graph().is_some()
+                && call.graph() == body_graph;
+            if !same_body {
+                return Err(GraphError::Unsupported {
+                    what: "wait_event inside a conditional node's body on an event not \
+                           recorded in that body (a body's graph has no edge to work outside \
+                           it): join streams before the conditional node, or record the event \
+                           in the body"
+                        .to_owned(),
+                });
+            }
+        }
         // The fork was decided by where the event was last recorded, read before the event
         // was held for the driver's wait: a record another thread made in between would have
         // the driver wait on another record (fork from another capture, or from none) than
@@ -196,6 +223,13 @@ impl<D: Driver> DriverBackend<D> {
                 entry.leave(&stream.inner);
             }
             return Err(e);
+        }
+        if let Some(entry) = &member_of
+            && event.options.external
+        {
+            // The wait is a node of the capture's graph that names the event: the graph keeps
+            // the driver's event alive, whenever the user drops theirs.
+            entry.keep_object(event.hold());
         }
         // In a capture the wait is a fork or join edge of the graph; eagerly, stream order.
         if !(event.options.external && (joined_before || forked.is_some())) {
@@ -541,7 +575,24 @@ impl<D: Driver> Backend for DriverBackend<D> {
                 unsafe { shared.driver.record_event(&event.raw, &stream.inner.raw) },
                 CallSite::op("record_event"),
             )?;
-            call.set_recorded_in(capture);
+            // The graph the record went into: a wait inside a conditional body must wait on
+            // a record of that body's graph.
+            let graph = capture.and_then(|_| {
+                shared
+                    .driver
+                    .capture_point(&stream.inner.raw)
+                    .ok()
+                    .flatten()
+                    .map(|p| p.graph)
+            });
+            call.set_recorded_in(capture, graph);
+            if let Some(entry) = capture
+                && event.options.external
+            {
+                // The record is a node of the graph that names the event: the graph keeps the
+                // driver's event alive, whenever the user drops theirs.
+                entry.keep_object(event.hold());
+            }
             drop(call);
             event.set_stamp(stamp);
             Ok(())

@@ -29,13 +29,15 @@ use crate::{
 
 /// An event of a driver-based backend.
 pub struct DriverEvent<D: Driver> {
-    /// Dropped in `Drop`, in the turn if a capture still refers to it.
-    pub(crate) raw: ManuallyDrop<D::Event>,
+    /// Dropped in `Drop`, in the turn if a capture still refers to it. Shared with the graphs
+    /// whose external event nodes record or wait on it: the driver's event lives as long as
+    /// the last of them.
+    pub(crate) raw: ManuallyDrop<Arc<D::Event>>,
     pub(crate) instance: u64,
     pub(crate) options: EventOptions,
     /// The capture its last record was made in (a wait on it forks the waiting stream into
     /// that capture). Held around driver calls on the event ([`DriverEvent::linked`]).
-    recorded_in: Mutex<Weak<CaptureEntry<D>>>,
+    recorded_in: Mutex<Link<D>>,
     /// The instance's turn to call into captures (see the module documentation).
     turn: Turn,
     /// What its last record knew of stream order: a wait on it merges this into the waiting
@@ -48,30 +50,59 @@ pub struct DriverEvent<D: Driver> {
 /// instance's turn to call into captures (see the module documentation).
 pub(crate) struct LinkedCall<'a, D: Driver> {
     /// Dropped before the turn (fields drop in order).
-    recorded_in: MutexGuard<'a, Weak<CaptureEntry<D>>>,
+    recorded_in: MutexGuard<'a, Link<D>>,
     _turn: Option<Issuing>,
+}
+
+/// Where an event's last record was made: the capture, and the driver's number of the graph
+/// it was recorded into (the capture's own, or a conditional body's).
+struct Link<D: Driver> {
+    capture: Weak<CaptureEntry<D>>,
+    graph: Option<u64>,
+}
+
+impl<D: Driver> Link<D> {
+    fn none() -> Self {
+        Link {
+            capture: Weak::new(),
+            graph: None,
+        }
+    }
 }
 
 impl<D: Driver> LinkedCall<'_, D> {
     /// The capture the event was last recorded in, if that capture is still going on: the
     /// record the driver call made now meets.
     pub(crate) fn capture(&self) -> Option<Arc<CaptureEntry<D>>> {
-        self.recorded_in.upgrade()
+        self.recorded_in.capture.upgrade()
+    }
+
+    /// The driver's number of the graph the event's last record was made into, if it was made
+    /// in a capture.
+    pub(crate) fn graph(&self) -> Option<u64> {
+        self.recorded_in.graph
     }
 
     /// Records where the event's new record was made (after the driver recorded it).
-    pub(crate) fn set_recorded_in(&mut self, capture: Option<&Arc<CaptureEntry<D>>>) {
-        *self.recorded_in = capture.map_or_else(Weak::new, Arc::downgrade);
+    pub(crate) fn set_recorded_in(
+        &mut self,
+        capture: Option<&Arc<CaptureEntry<D>>>,
+        graph: Option<u64>,
+    ) {
+        *self.recorded_in = Link {
+            capture: capture.map_or_else(Weak::new, Arc::downgrade),
+            graph: capture.and(graph),
+        };
     }
 }
 
 impl<D: Driver> DriverEvent<D> {
     pub(crate) fn new(raw: D::Event, instance: u64, options: EventOptions, turn: Turn) -> Self {
         DriverEvent {
-            raw: ManuallyDrop::new(raw),
+            raw: ManuallyDrop::new(Arc::new(raw)),
             instance,
             options,
-            recorded_in: Mutex::new(Weak::new()),
+            recorded_in: Mutex::new(Link::none()),
             turn,
             stamp: Mutex::default(),
         }
@@ -80,6 +111,12 @@ impl<D: Driver> DriverEvent<D> {
     /// The driver's event, for native work.
     pub fn raw(&self) -> &D::Event {
         &self.raw
+    }
+
+    /// A hold on the driver's event, for a graph whose node names it (an external event's
+    /// record or wait): the event is destroyed when the last hold goes.
+    pub(crate) fn hold(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        Arc::clone(&*self.raw) as Arc<dyn std::any::Any + Send + Sync>
     }
 
     /// How the event was made.
@@ -97,7 +134,7 @@ impl<D: Driver> DriverEvent<D> {
         loop {
             // Only a `Weak` is kept under the lock: a poisoned one is as good as a sound one.
             let recorded_in = self.recorded_in.lock().unwrap_or_else(|e| e.into_inner());
-            if turn.is_some() || recorded_in.strong_count() == 0 {
+            if turn.is_some() || recorded_in.capture.strong_count() == 0 {
                 return Ok(LinkedCall {
                     recorded_in,
                     _turn: turn,
@@ -122,6 +159,7 @@ impl<D: Driver> DriverEvent<D> {
         self.recorded_in
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .capture
             .upgrade()
     }
 }
@@ -132,6 +170,7 @@ impl<D: Driver> Drop for DriverEvent<D> {
             .recorded_in
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
+            .capture
             .strong_count()
             > 0;
         // Destroying an event a capture still refers to updates that capture (see the module

@@ -144,5 +144,19 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
             conditional_nodes,
             surfaces::capture_end_inside_a_body,
         ),
+        Case::new(
+            "10.19 a wait in a conditional body on an event recorded outside it: Unsupported, \
+             the capture goes on",
+            HARDENING,
+            conditional_nodes,
+            surfaces::wait_in_a_body_on_an_outside_event,
+        ),
+        Case::new(
+            "10.20 external events dropped after a capture recorded and waited on them: the \
+             graph keeps them, replays run",
+            HARDENING,
+            none,
+            surfaces::external_events_live_with_their_graph,
+        ),
     ])
 }

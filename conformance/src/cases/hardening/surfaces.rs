@@ -571,3 +571,89 @@ pub(super) fn capture_end_inside_a_body<B: Backend>(t: &Target<B>) -> CaseResult
     g.reset();
     Ok(())
 }
+
+/// 10.19: inside a conditional node's body, a wait on an event recorded outside that body
+/// (eagerly, or in the enclosing capture) is `Unsupported` before the driver sees it — the
+/// body's graph can have no edge to work outside it, and a driver that invalidated the body's
+/// capture left a graph its own destruction faults on. The capture goes on, ends, and replays
+/// the body's work.
+pub(super) fn wait_in_a_body_on_an_outside_event<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let x = b.alloc_from(&[0.0f32; 4]).ctx("alloc_from")?;
+    let flag = b.alloc_from(&[1u32]).ctx("alloc_from")?;
+    let (stream, side) = (
+        b.new_stream().ctx("new_stream")?,
+        b.new_stream().ctx("new_stream")?,
+    );
+    let (eager, enclosing) = (
+        b.new_event().ctx("new_event")?,
+        b.new_event().ctx("new_event")?,
+    );
+    {
+        let _side = on_stream(b, &side)?;
+        b.record_event(&eager).ctx("eager record")?;
+    }
+    b.synchronize().ctx("synchronize")?;
+    let mut g = new_graph(b, GraphOptions::new())?;
+    b.capture_on(&stream, &mut g, || {
+        b.record_event(&enclosing)?;
+        b.if_then(&flag, || {
+            for (what, event) in [("eager", &eager), ("enclosing", &enclosing)] {
+                match b.wait_event(event) {
+                    Err(GraphError::Unsupported { .. }) => {}
+                    other => {
+                        return Err(GraphError::ArgumentMismatch(format!(
+                            "a wait in a body on the {what} event: expected \
+                             Err(Unsupported), got {other:?}"
+                        )));
+                    }
+                }
+            }
+            b.add_scalar(&x, 1.0)
+        })
+    })
+    .ctx("a capture whose body's waits were refused")?;
+    {
+        let _s = on_stream(b, &stream)?;
+        g.replay().ctx("replay")?;
+    }
+    expect_all(b, &x, 1.0, "one replay of the body")
+}
+
+/// 10.20: a capture records an external event and waits on another (external event nodes,
+/// which name the events); both events are dropped before the graph replays. The graph keeps
+/// the driver's events alive with its nodes (the CUDA driver faulted in `cuGraphLaunch` once
+/// the events were destroyed): replays run, and the events go with the graph.
+pub(super) fn external_events_live_with_their_graph<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let x = b.alloc_from(&[0.0f32; 4]).ctx("alloc_from")?;
+    let stream = b.new_stream().ctx("new_stream")?;
+    let external = accel_graph_api::EventOptions::new().external(true);
+    let (recorded, waited) = (
+        b.new_event_with(external).ctx("new_event_with(external)")?,
+        b.new_event_with(external).ctx("new_event_with(external)")?,
+    );
+    {
+        let _s = on_stream(b, &stream)?;
+        b.record_event(&waited)
+            .ctx("eager record of the waited event")?;
+    }
+    b.synchronize().ctx("synchronize")?;
+    let mut g = new_graph(b, GraphOptions::new())?;
+    b.capture_on(&stream, &mut g, || {
+        b.wait_event(&waited)?;
+        b.add_scalar(&x, 1.0)?;
+        b.record_event(&recorded)
+    })
+    .ctx("a capture with external event nodes")?;
+    drop((recorded, waited));
+    {
+        let _s = on_stream(b, &stream)?;
+        g.replay()
+            .ctx("first replay after the events were dropped")?;
+        g.replay().ctx("second replay")?;
+    }
+    expect_all(b, &x, 2.0, "two replays")?;
+    g.reset();
+    Ok(())
+}

@@ -62,6 +62,10 @@ pub(crate) const THREADED_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_HOSTILE_THREADED"
 /// The seed of the first sequence (the others follow it: `seed + 1`, ...), when set; decimal
 /// or `0x` hexadecimal.
 pub(crate) const SEED_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_HOSTILE_SEED";
+/// Set (to anything), every call is printed to stderr before it is made, each sequence's seed
+/// before its calls: where a call kills the process (a fault inside a driver), the last lines
+/// printed name it.
+pub(crate) const TRACE_ENV: &str = "ACCEL_GRAPH_CONFORMANCE_HOSTILE_TRACE";
 /// The first seed when [`SEED_ENV`] is unset: every run walks the same sequences.
 const FIRST_SEED: u64 = 0x5eed_0000_0000;
 
@@ -190,6 +194,9 @@ fn hostile<B: Backend>(t: &Target<B>, threaded: bool) -> CaseResult {
     let mut threads = 0;
     for i in 0..n {
         let seed = first.wrapping_add(i as u64);
+        if std::env::var_os(TRACE_ENV).is_some() {
+            eprintln!("5.15 {kind} sequence {i}, seed {seed:#x}");
+        }
         let sequence = if threaded {
             Sequence::threaded(seed, offers)
         } else {

@@ -217,10 +217,19 @@ impl<B: Backend> World<B> {
         log: &CallLog,
         tally: &mut Tally,
     ) -> Result<(), String> {
+        let trace = std::env::var_os(super::TRACE_ENV).is_some();
         for (i, action) in calls.iter().enumerate() {
+            if trace {
+                // Before the call: a call that kills the process (a fault in a driver) is the
+                // last line printed.
+                eprintln!("5.15 call {i} {action:?}");
+            }
             log.begin(i);
             let result = panic::catch_unwind(AssertUnwindSafe(|| self.run(*action)));
             log.end(i);
+            if trace && let Ok(Err(Why::Error(e))) = &result {
+                eprintln!("5.15 call {i}: {e}");
+            }
             match result {
                 Ok(Ok(())) => tally.ok += 1,
                 Ok(Err(Why::Empty)) => tally.empty += 1,
