@@ -30,6 +30,7 @@
 //! # Ok::<(), accel_graph::GraphError>(())
 //! ```
 
+pub mod cli;
 pub mod config;
 pub mod dump;
 pub mod element;

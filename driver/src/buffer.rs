@@ -91,9 +91,7 @@ impl<D: Driver> BufferMemory<D> {
         instance: u64,
         arg: &BufferArg<'_, Self>,
     ) -> accel_graph_api::Result<std::ops::Range<usize>> {
-        if self.shared.id != instance || arg.instance() != instance {
-            return Err(GraphError::ForeignObject { what: "buffer" });
-        }
+        self.check_instance(instance, arg.instance())?;
         if arg.element() != self.element {
             return Err(GraphError::ArgumentMismatch(format!(
                 "a buffer argument names {} elements in memory of {} elements",
@@ -101,15 +99,32 @@ impl<D: Driver> BufferMemory<D> {
                 self.element.name()
             )));
         }
-        let elements = self.bytes / self.element.size().max(1);
         match arg.byte_range() {
-            Some(bytes) if bytes.end <= self.bytes => Ok(bytes),
+            Some(bytes) if self.holds(&bytes) => Ok(bytes),
             _ => Err(GraphError::ViewOutOfRange {
                 start: arg.offset(),
                 end: arg.offset().saturating_add(arg.len()),
-                len: elements,
+                len: self.bytes / self.element.size().max(1),
             }),
         }
+    }
+
+    /// [`GraphError::ForeignObject`] unless this memory, and what the work naming it was told
+    /// of it (`claimed`), are of backend instance `instance`.
+    pub(crate) fn check_instance(
+        &self,
+        instance: u64,
+        claimed: u64,
+    ) -> accel_graph_api::Result<()> {
+        if self.shared.id != instance || claimed != instance {
+            return Err(GraphError::ForeignObject { what: "buffer" });
+        }
+        Ok(())
+    }
+
+    /// True when every byte of `bytes` lies in this memory.
+    pub(crate) fn holds(&self, bytes: &std::ops::Range<usize>) -> bool {
+        bytes.start <= bytes.end && bytes.end <= self.bytes
     }
 
     pub(crate) fn record_use(&self, stream: &DriverStream<D>) {

@@ -313,7 +313,7 @@ impl<D: Driver> CaptureEntry<D> {
     /// capture and its member list (the caller holds `stream`'s membership lock). The origin
     /// never leaves this way.
     pub(crate) fn leave(&self, stream: &Arc<StreamInner<D>>) {
-        stream.leave_capture_of(self);
+        stream.leave_capture(self);
         if std::ptr::eq(self.origin.as_ptr(), Arc::as_ptr(stream)) {
             return;
         }

@@ -140,12 +140,10 @@ impl<D: Driver> CommRank<D> {
         element_bytes: usize,
     ) -> Result<()> {
         let memory = view.memory();
-        if memory.instance_id() != self.shared.id || view.instance() != self.shared.id {
-            return Err(GraphError::ForeignObject { what: "buffer" });
-        }
+        memory.check_instance(self.shared.id, view.instance())?;
         let (start, len) = (view.byte_offset(), memory.num_bytes());
         match start.checked_add(view.bytes()) {
-            Some(end) if end <= len => {}
+            Some(end) if memory.holds(&(start..end)) => {}
             end => {
                 return Err(GraphError::ViewOutOfRange {
                     start: start / element_bytes,

@@ -47,40 +47,40 @@ impl<D: Driver> Capturing<D> {
     /// and ended with a member's lock settled, so under every member's write lock none is
     /// half-way through either.
     fn end_in_driver(
-        capturing: &Capturing<D>,
+        &self,
         shared: &Shared<D>,
         refuse_open: bool,
     ) -> Option<(Result<D::Graph>, Closed<D>)> {
-        let _origin = capturing.stream.inner.membership_lock();
+        let _origin = self.stream.inner.membership_lock();
         // No stream joins from here: a fork holds the origin's lock for reading.
-        let forked = capturing.entry.forked_members();
+        let forked = self.entry.forked_members();
         let _forked: Vec<_> = forked.iter().map(|s| s.membership_lock()).collect();
-        if refuse_open && capturing.entry.recorded().conditional_open() {
+        if refuse_open && self.entry.recorded().conditional_open() {
             return None;
         }
         // The end updates the events recorded in the capture, so it is made in the turn that
         // calls on those events take (see `crate::event`). Inside a host callback a turn in
         // use elsewhere is not waited for: the capture must end whatever happens.
-        let turn = capturing.entry.issuing().ok();
+        let turn = self.entry.issuing().ok();
         let ended = shared.bind().and_then(|()| {
             shared.check(
                 // SAFETY: ends the capture its graph began (`capture` held it); its
                 // membership closes right here, under the same locks, and `finish_capture`
                 // closes the rest of its books (domain count, rules); the kept blocks move to
                 // this graph, which holds them while the raw graph and its executables live.
-                unsafe { shared.driver.end_capture(&capturing.stream.inner.raw) },
+                unsafe { shared.driver.end_capture(&self.stream.inner.raw) },
                 CallSite::op("capture_end"),
             )
         });
         drop(turn);
-        Some((ended, capturing.entry.close()))
+        Some((ended, self.entry.close()))
     }
 
     /// Closes the capture's books once the driver's capture and its membership are over:
     /// the registry of captures, the rules (returns why they invalidated it, if they did), the
     /// domain's count.
-    fn close_books(capturing: &Capturing<D>, shared: &Shared<D>) -> Option<String> {
-        let entry = &capturing.entry;
+    fn close_books(&self, shared: &Shared<D>) -> Option<String> {
+        let entry = &self.entry;
         shared.captures().retain(|c| !Arc::ptr_eq(c, entry));
         let invalidated = shared.domain.rules.end(&entry.record);
         shared.domain.capture_ended();
@@ -90,9 +90,9 @@ impl<D: Driver> Capturing<D> {
     /// Aborts the capture: ends it in the driver (its graph dropped unlaunched), closes its
     /// books and lets go of what it kept. `None` when a conditional node of it is being built
     /// and `refuse_open` is set.
-    fn abort(capturing: &Capturing<D>, shared: &Shared<D>, refuse_open: bool) -> Option<()> {
-        let (_, closed) = Capturing::end_in_driver(capturing, shared, refuse_open)?;
-        Capturing::close_books(capturing, shared);
+    fn abort(&self, shared: &Shared<D>, refuse_open: bool) -> Option<()> {
+        let (_, closed) = self.end_in_driver(shared, refuse_open)?;
+        self.close_books(shared);
         drop(closed);
         Some(())
     }
@@ -151,14 +151,14 @@ impl<D: Driver> DriverGraph<D> {
     }
 
     /// Ends the capture's bookkeeping once the driver's capture and its membership are over
-    /// ([`DriverGraph::end_in_driver`]): the domain's count goes down, the holds move to the
+    /// ([`Capturing::end_in_driver`]): the domain's count goes down, the holds move to the
     /// graph. Returns why the rules invalidated it, if they did.
     fn finish_capture(
         &mut self,
         capturing: &Capturing<D>,
         (kept, recorded): Closed<D>,
     ) -> Option<String> {
-        let invalidated = Capturing::close_books(capturing, &self.shared);
+        let invalidated = capturing.close_books(&self.shared);
         self.kept = kept;
         self.nodes = recorded.nodes;
         self.capture_serial = recorded.capture;
@@ -343,7 +343,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             return Err(GraphError::NotCapturing);
         };
         let shared = Arc::clone(&self.shared);
-        let Some((ended, kept)) = Capturing::end_in_driver(&capturing, &shared, true) else {
+        let Some((ended, kept)) = capturing.end_in_driver(&shared, true) else {
             let refused = Self::refuse_end_under_conditional(&capturing);
             self.capture = Some(capturing);
             return Err(refused);
@@ -465,7 +465,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
             // Aborts the capture. Errors are ignored: the capture is discarded either way (the
             // driver ends it even when it answers "wrong thread" to a reset from elsewhere),
             // and the raw graph returned is dropped unlaunched.
-            if Capturing::abort(&capturing, &self.shared, true).is_none() {
+            if capturing.abort(&self.shared, true).is_none() {
                 // A conditional node of the capture is being built (its body runs, on this
                 // thread or another): the driver's capture must not end under it (the body's
                 // graph belongs to the node). The capture is invalidated and aborted as the
@@ -477,7 +477,7 @@ impl<D: Driver> GraphImpl for DriverGraph<D> {
                 let shared = Arc::clone(&self.shared);
                 let entry = Arc::clone(&capturing.entry);
                 let abort: Box<dyn FnOnce() + Send> = Box::new(move || {
-                    let _ = Capturing::abort(&capturing, &shared, false);
+                    let _ = capturing.abort(&shared, false);
                 });
                 let now = entry.recorded().abandon(abort);
                 if let Some(abort) = now {

@@ -279,12 +279,7 @@ impl<D: Driver> StreamInner<D> {
 
     /// Leaves `entry`'s capture, if this stream is still in it (the caller holds the
     /// membership lock).
-    pub(crate) fn leave_capture(&self, entry: &Arc<CaptureEntry<D>>) {
-        self.leave_capture_of(entry);
-    }
-
-    /// [`StreamInner::leave_capture`] by reference to the entry.
-    pub(crate) fn leave_capture_of(&self, entry: &CaptureEntry<D>) {
+    pub(crate) fn leave_capture(&self, entry: &CaptureEntry<D>) {
         let mut slot = self.capture.lock().unwrap_or_else(|e| e.into_inner());
         if slot
             .as_ref()

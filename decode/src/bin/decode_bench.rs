@@ -40,49 +40,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use accel_graph::{
-    Backend, BackendChoice, BackendJob, BackendKind, GraphError, Result, half::bf16,
-};
+use accel_graph::{Backend, BackendJob, GraphError, Result, half::bf16};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
+    cli::{BackendArg, Dtype},
     dump::{self, DumpError, DumpInfo},
     init::prompt,
     model::{HostWeights, KvCache, StepBuffers, Tensor},
 };
 use clap::{Parser, ValueEnum};
-
-/// `--backend` values: `mock`, `cuda`, `hip`, `wgpu`, or `auto` (the best one that works here).
-#[derive(Debug, Clone, clap::Args)]
-struct BackendArg {
-    /// Backend to run on: mock, cuda, hip, wgpu or auto (best available). Defaults to
-    /// $ACCEL_GRAPH_BACKEND, else mock.
-    #[arg(long)]
-    backend: Option<String>,
-}
-
-impl BackendArg {
-    fn choice(&self) -> Result<BackendChoice> {
-        match &self.backend {
-            Some(s) => s.parse(),
-            None => BackendChoice::from_env(BackendChoice::Only(BackendKind::Mock)),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Dtype {
-    F32,
-    Bf16,
-}
-
-impl Dtype {
-    fn name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::Bf16 => "bf16",
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {

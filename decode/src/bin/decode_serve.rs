@@ -18,38 +18,13 @@
 
 use std::{process::ExitCode, time::Instant};
 
-use accel_graph::{
-    Backend, BackendChoice, BackendJob, BackendKind, GraphError, Result, half::bf16,
-};
+use accel_graph::{Backend, BackendJob, GraphError, Result, half::bf16};
 use accel_graph_decode::{
-    Config, DecodeElement, Engine, EngineOptions, Model, StepRow, init::prompt,
+    Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
+    cli::{BackendArg, Dtype},
+    init::prompt,
 };
-use clap::{Parser, ValueEnum};
-
-/// `--backend` values: `mock`, `cuda`, `hip`, `wgpu`, or `auto` (the best one that works here).
-#[derive(Debug, Clone, clap::Args)]
-struct BackendArg {
-    /// Backend to run on: mock, cuda, hip, wgpu or auto (best available). Defaults to
-    /// $ACCEL_GRAPH_BACKEND, else mock.
-    #[arg(long)]
-    backend: Option<String>,
-}
-
-impl BackendArg {
-    /// The choice: the flag, else `ACCEL_GRAPH_BACKEND`, else the mock.
-    fn choice(&self) -> Result<BackendChoice> {
-        match &self.backend {
-            Some(s) => s.parse(),
-            None => BackendChoice::from_env(BackendChoice::Only(BackendKind::Mock)),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Dtype {
-    F32,
-    Bf16,
-}
+use clap::Parser;
 
 #[derive(Debug, Clone, Parser)]
 #[command(about = "Serve random prompts through the Llama decode engine (graph per bucket)")]
