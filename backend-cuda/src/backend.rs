@@ -77,7 +77,8 @@ impl CudaBackend {
     /// See [`crate::CuStream::cuda_stream`]: event tracking may be off on the stream's
     /// context, captures must be begun and joined through the backend, and memory the captured
     /// work touches must outlive every replay (lend the backend's buffers to have graphs keep
-    /// them).
+    /// them). The handle must not outlive the backend's stream (the backend destroys the
+    /// streams it made when they go).
     pub unsafe fn current_cuda_stream(&self) -> Arc<CudaStream> {
         let stream = accel_graph_api::Backend::current_stream(self);
         // SAFETY: the caller takes over the contract of `cuda_stream`.

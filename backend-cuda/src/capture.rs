@@ -45,6 +45,7 @@ impl DriverCapture for CudaDevice {
         // Owned before the check: a failed end may still return a graph, destroyed on drop.
         let graph = CuGraph::from_raw(graph);
         check(status, "cuStreamEndCapture")?;
+        crate::host_copies::refuse_pageable_copies(graph.cu_graph())?;
         Ok(graph)
     }
 

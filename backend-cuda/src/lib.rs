@@ -82,9 +82,13 @@
 //!   streams the user forked into the capture with their own event waits.
 //!
 //! cudarc's event tracking may stay on: nothing the backend issues, nor work on adopted slices
-//! or lent buffers, records cudarc events. A `CudaSlice` that cudarc still tracks cannot be
-//! used inside a capture (CUDA refuses cudarc's wait for its last write there with
-//! `CUDA_ERROR_STREAM_CAPTURE_ISOLATION`): adopt it. Work the backend would issue on an adopted
+//! or lent buffers, records cudarc events, and the backend's own streams never put a context
+//! into cudarc's multi-stream mode (in which tracking waits on events). On a context with
+//! tracking on *and* several streams of the user's, a `CudaSlice` last used before a capture
+//! cannot be used inside it (CUDA refuses cudarc's wait for its last write there with
+//! `CUDA_ERROR_STREAM_CAPTURE_ISOLATION`): adopt it. cudarc code that allocates and frees
+//! inside a capture (`alloc`, `clone_dtod`, drops) is captured as it is: graph memory nodes,
+//! freed on the next launch; a pageable host copy in a capture is refused at its end. Work the backend would issue on an adopted
 //! stream that cudarc put into a capture behind the backend's back is refused
 //! (`GraphError::Unsupported`), as that graph would not keep the memory alive.
 //! `docs/INTEROP.md` walks through it; `examples/cudarc_interop.rs` runs it.
@@ -98,8 +102,8 @@
 //! * captures must be begun, and streams forked into captures, through the backend
 //!   (`capture_begin`, `wait_event`), so that it knows which of its streams capture;
 //! * memory your own captured work touches through raw pointers is not known to the backend
-//!   and must outlive every replay of the graph (do not allocate or free `CudaSlice`s during a
-//!   capture either: cudarc's `cuMemAllocAsync`/`cuMemFreeAsync` would become graph nodes).
+//!   and must outlive every replay of the graph (slices allocated inside the capture are the
+//!   graph's own memory: see `docs/INTEROP.md`, "Work that allocates inside a capture").
 //!
 //! ## Where the backend differs from raw CUDA
 //!
@@ -119,6 +123,7 @@ mod editing;
 mod error;
 mod event;
 mod graph;
+mod host_copies;
 mod interop;
 mod kernel_cache;
 mod kernels;

@@ -31,6 +31,9 @@ pub struct CuStream {
     joined: AtomicU64,
     /// The stream's cuBLAS workspace, from its first GEMM on.
     pub(crate) workspace: Mutex<Option<WorkspaceSlot>>,
+    /// Made by the backend with `cuStreamCreate` and wrapped as a borrowed cudarc stream (see
+    /// `create_stream`): destroyed when this goes.
+    made: bool,
 }
 
 impl CuStream {
@@ -40,6 +43,7 @@ impl CuStream {
             external,
             joined: AtomicU64::new(0),
             workspace: Mutex::new(None),
+            made: false,
         }
     }
 
@@ -62,7 +66,10 @@ impl CuStream {
     /// slices across streams yourself there. Do not begin a capture on it, or make it wait on
     /// events, through cudarc: the backend must see every capture its streams take part in to
     /// keep their memory alive. Memory your own captured work touches must outlive every
-    /// replay of the graph — or be the backend's, lent with [`crate::CudaBackend::lend`].
+    /// replay of the graph — or be the backend's, lent with [`crate::CudaBackend::lend`]. A
+    /// stream the backend made is destroyed when the backend's last handle of it goes (cudarc's
+    /// handle only borrows it, so the context stays out of cudarc's multi-stream mode): do not
+    /// keep a clone of the returned handle past the backend's stream.
     pub unsafe fn cuda_stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
@@ -84,6 +91,15 @@ impl Drop for CuStream {
             // Before the stream goes (the fields drop after this): its GEMMs' workspace waits
             // for the stream's last work before another stream may take it.
             slot.retire(self.stream.cu_stream());
+        }
+        if self.made {
+            // SAFETY: the backend made the stream (`create_stream`) and this is its last
+            // handle; cudarc's borrowed wrapper never destroys it. Work still queued on it
+            // completes first (the driver releases the stream afterwards).
+            let rc = unsafe { sys::cuStreamDestroy_v2(self.stream.cu_stream()) };
+            if rc != sys::CUresult::CUDA_SUCCESS {
+                tracing::warn!(?rc, "cuStreamDestroy failed");
+            }
         }
     }
 }
@@ -146,11 +162,24 @@ impl DriverStreams for CudaDevice {
     }
 
     fn create_stream(&self) -> DriverResult<CuStream> {
-        let stream = self
-            .ctx
-            .new_stream()
-            .map_err(|e| from_cudarc(e, "cuStreamCreate"))?;
-        Ok(CuStream::new(stream, false))
+        // Not cudarc's `new_stream`: that puts the context into cudarc's multi-stream mode, in
+        // which cudarc's event tracking (the user's, on a context the user brought) starts
+        // recording and waiting on events for every slice it touches — and a wait inside a
+        // capture on an event recorded before it invalidates the capture. The backend's own
+        // streams leave the user's cudarc as the user's code left it.
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| from_cudarc(e, "cuCtxSetCurrent"))?;
+        let mut raw = std::ptr::null_mut();
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+        // SAFETY: an out-parameter for a new stream of the current context (bound above).
+        let rc = unsafe { sys::cuStreamCreate(&mut raw, flags) };
+        check(rc, "cuStreamCreate")?;
+        // SAFETY: a live stream of this context, destroyed by the `CuStream`'s drop only.
+        let stream = unsafe { self.ctx.wrap_borrowed_stream(raw) };
+        let mut made = CuStream::new(stream, false);
+        made.made = true;
+        Ok(made)
     }
 
     fn stream_key(&self, stream: &CuStream) -> u64 {

@@ -90,6 +90,7 @@ enum {
  * them. */
 #define SHIM_hipEventRecordDefault 0x0u
 #define SHIM_hipEventRecordExternal 0x1u
+#define SHIM_hipEventWaitExternal 0x1u
 
 /* Graph editing (ROCm 5.2's hip_runtime_api.h): hipErrorGraphExecUpdateFailure, the results
  * of hipGraphExecUpdate (numbered as CUDA's), the flags of hipStreamUpdateCaptureDependencies,

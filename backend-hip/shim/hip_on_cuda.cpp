@@ -331,8 +331,10 @@ HIP_API shim_hipError_t hipStreamSynchronize(shim_hipStream_t stream) {
 
 HIP_API shim_hipError_t hipStreamWaitEvent(shim_hipStream_t stream, shim_hipEvent_t event,
                                            unsigned int flags) {
-    if (flags != 0) return unsupported("hipStreamWaitEvent", "flags");
-    return rt(cudaStreamWaitEvent(S(stream), E(event), 0), "hipStreamWaitEvent");
+    if (flags & ~SHIM_hipEventWaitExternal) return unsupported("hipStreamWaitEvent", "flags");
+    unsigned int cuda_flags =
+        (flags & SHIM_hipEventWaitExternal) ? cudaEventWaitExternal : cudaEventWaitDefault;
+    return rt(cudaStreamWaitEvent(S(stream), E(event), cuda_flags), "hipStreamWaitEvent");
 }
 
 HIP_API shim_hipError_t hipEventCreateWithFlags(shim_hipEvent_t* event, unsigned int flags) {

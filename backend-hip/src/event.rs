@@ -81,11 +81,21 @@ impl DriverEvents for HipDevice {
     }
 
     unsafe fn wait_event(&self, stream: &HStream, event: &HEvent) -> DriverResult<()> {
-        // Flags 0: ROCm 5.2 accepts no other, so an external wait is a plain wait (a
-        // dependency edge in a capture, not a node).
+        // An external wait in a capture is a node of its own, which may wait on a record made
+        // outside the capture — on runtimes with external event nodes (those that have
+        // `hipEventRecordWithFlags`). ROCm 5.2 accepts no flag: there an external wait is a
+        // plain wait (an edge in a capture, refused for a record made outside it).
+        let flags = if event.external
+            && ffi::optional().event_record_with_flags.is_some()
+            && self.capture_id(stream)?.is_some()
+        {
+            ffi::EVENT_WAIT_EXTERNAL
+        } else {
+            0
+        };
         // SAFETY: event and stream are alive.
         check(
-            unsafe { ffi::hipStreamWaitEvent(stream.raw(), event.raw, 0) },
+            unsafe { ffi::hipStreamWaitEvent(stream.raw(), event.raw, flags) },
             "hipStreamWaitEvent",
         )
     }

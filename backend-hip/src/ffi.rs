@@ -98,6 +98,10 @@ pub(crate) type EventRecordWithFlagsFn =
 /// the runtimes that have `hipEventRecordWithFlags`; ROCm 5.2's headers lack it).
 pub(crate) const EVENT_RECORD_EXTERNAL: c_uint = 0x1;
 
+/// `hipEventWaitExternal`: the wait becomes a node of its own in a capture (runtimes with
+/// external event nodes, which `hipEventRecordWithFlags` marks; ROCm 5.2's headers lack it).
+pub(crate) const EVENT_WAIT_EXTERNAL: c_uint = 0x1;
+
 /// Entry points newer than ROCm 5.2 (same signatures in every release that exports them),
 /// looked up in the loaded runtime so the backend links against every 5.x release and uses them
 /// where present.

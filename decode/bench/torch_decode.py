@@ -157,6 +157,11 @@ class Decoder:
             o = F.scaled_dot_product_attention(q.view(b, self.heads, 1, self.head_dim), kc, vc, attn_mask=mask, enable_gqa=True)
         return o.reshape(b, self.q_dim)
 
+    def residual_linear(self, x, a, w):
+        """x + a · wᵀ, the residual added in the GEMM (torch_tp_decode.py's ranks add the
+        all-reduce here)."""
+        return torch.addmm(x, a, w.t())
+
     def forward(self, inp):
         """One decode step of rows 0..b (row r in cache slot r); `inp` is int64 [3, b]: token
         ids, positions, lengths (attended positions; 0 for a padding row). Returns the logits
@@ -180,11 +185,11 @@ class Decoder:
             kc[rows, :, pos] = k
             vc[rows, :, pos] = v
             a = self.attend(q, kc[:b], vc[:b], mask)
-            x = torch.addmm(x, a, w["out"].t())
+            x = self.residual_linear(x, a, w["out"])
             h = self.rmsnorm(x, w["mlp_norm"])
             gu = F.linear(h, w["gate_up"])
             act = F.silu(gu[:, : self.inter]) * gu[:, self.inter :]
-            x = torch.addmm(x, act, w["down"].t())
+            x = self.residual_linear(x, act, w["down"])
         h = self.rmsnorm(x, self.final_norm)
         logits = F.linear(h, self.lm_head)
         return logits, logits.argmax(dim=-1)

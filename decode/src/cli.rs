@@ -1,7 +1,7 @@
-//! The command-line pieces the engine's binaries share: the backend choice and the element
-//! type.
+//! The command-line pieces the engine's binaries share: the backend choice, the element
+//! type, logging, and the quantiles of timed steps.
 
-use accel_graph::{BackendChoice, BackendKind, Result};
+use accel_graph::{BackendChoice, BackendKind, GraphError, Result};
 
 /// `--backend` values: `mock`, `cuda`, `hip`, `wgpu`, or `auto` (the best one that works here).
 #[derive(Debug, Clone, clap::Args)]
@@ -47,4 +47,71 @@ impl Dtype {
             Dtype::Bf16 => "bf16",
         }
     }
+
+    /// The element type of a weight dump holding `theirs` (its header's `dtype`), checked
+    /// against `wanted` (the flag, if given). Errors
+    /// ([`GraphError::ArgumentMismatch`]): a type the engine does not run, or another than
+    /// the flag's.
+    ///
+    /// ```
+    /// use accel_graph_decode::cli::Dtype;
+    /// assert_eq!(Dtype::of_dump("bf16", None)?, Dtype::Bf16);
+    /// assert!(Dtype::of_dump("bf16", Some(Dtype::F32)).is_err());
+    /// assert!(Dtype::of_dump("f16", None).is_err());
+    /// # Ok::<(), accel_graph::GraphError>(())
+    /// ```
+    pub fn of_dump(theirs: &str, wanted: Option<Dtype>) -> Result<Dtype> {
+        let theirs = match theirs {
+            "f32" => Dtype::F32,
+            "bf16" => Dtype::Bf16,
+            other => {
+                return Err(GraphError::ArgumentMismatch(format!(
+                    "the dump holds {other} weights"
+                )));
+            }
+        };
+        match wanted {
+            Some(w) if w != theirs => Err(GraphError::ArgumentMismatch(format!(
+                "--dtype {} asked for, the dump holds {}",
+                w.name(),
+                theirs.name()
+            ))),
+            _ => Ok(theirs),
+        }
+    }
+}
+
+/// Logs to stderr: warnings, or with `trace` the library's and the engine's spans as they
+/// close (captures, instantiations, warm-ups, with their durations). `RUST_LOG` overrides.
+pub fn init_logging(trace: bool) {
+    use tracing_subscriber::{EnvFilter, fmt::format::FmtSpan};
+    let default = if trace { "info" } else { "warn" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let _ = if trace {
+        builder.with_span_events(FmtSpan::CLOSE).try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// The `q`-quantile of sorted `v` by linear interpolation (as the PyTorch scripts compute it);
+/// NaN for no value.
+///
+/// ```
+/// use accel_graph_decode::cli::quantile;
+/// assert_eq!(quantile(&[1.0, 2.0, 4.0], 0.5), 2.0);
+/// assert_eq!(quantile(&[1.0, 2.0, 4.0], 0.75), 3.0);
+/// assert!(quantile(&[], 0.5).is_nan());
+/// ```
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let at = (v.len() - 1) as f64 * q;
+    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (at - lo as f64)
 }

@@ -1,7 +1,7 @@
 //! [`DecodeElement`]: the element types the engine's kernels are written for, with the CUDA C
 //! each needs to load and store its values as `float`.
 
-use accel_graph::FloatElement;
+use accel_graph::{FloatElement, collective::CommElement};
 use half::bf16;
 
 /// An element type of weights, activations and the key/value cache: `f32` or `bf16`. The
@@ -11,7 +11,10 @@ use half::bf16;
 /// `f32` kernels have WGSL sources (wgpu); `bf16` ones have none (WGSL has no 16-bit
 /// bfloat type), so on wgpu a `bf16` model is refused with [`accel_graph::GraphError::Unsupported`]
 /// when its kernels are prepared.
-pub trait DecodeElement: FloatElement + sealed::Sealed {
+///
+/// Both are [`CommElement`]s too: a tensor-parallel model ([`crate::tp`]) all-reduces its
+/// activations in the element type.
+pub trait DecodeElement: FloatElement + CommElement + sealed::Sealed {
     /// Its name in messages (`f32`, `bf16`).
     const NAME: &'static str;
     /// CUDA C defining `elem_t` (the stored type), `__device__ float ld(elem_t)` and

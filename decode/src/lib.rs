@@ -11,6 +11,9 @@
 //! portable GEMM ([`accel_graph::Backend::gemm`]: cuBLAS on CUDA), streams, events and graphs.
 //! On the mock the engine equals its host reference ([`model::Reference`]) bit for bit.
 //!
+//! [`tp`] splits the model over several devices (tensor parallelism): each rank runs its own
+//! engine, whose bucket graphs hold the ranks' all-reduces.
+//!
 //! ```
 //! use accel_graph_decode::{Config, Engine, EngineOptions, StepRow};
 //!
@@ -37,6 +40,7 @@ pub mod element;
 pub mod engine;
 pub mod init;
 pub mod model;
+pub mod tp;
 
 pub use config::Config;
 pub use element::DecodeElement;

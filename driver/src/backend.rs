@@ -166,32 +166,18 @@ impl<D: Driver> DriverBackend<D> {
                 return Err(e);
             }
         };
-        // Inside a conditional body the driver captures into the body's graph, which can have
-        // no edge to work outside it: a wait on any other record (eager, in the enclosing
-        // graph, in another body) would invalidate the body's capture in the driver, and the
-        // CUDA driver then faults destroying the graph that holds the node. Refused here,
-        // before the driver; the capture goes on.
-        if let Some(entry) = &member_of
-            && editing::in_body(shared, entry, &stream)
-        {
-            let body_graph = shared
-                .driver
-                .capture_point(&stream.inner.raw)
-                .ok()
-                .flatten()
-                .map(|p| p.graph);
-            let same_body = call.capture().is_some_and(|c| Arc::ptr_eq(&c, entry))
-                && call.graph().is_some()
-                && call.graph() == body_graph;
-            if !same_body {
-                return Err(GraphError::Unsupported {
-                    what: "wait_event inside a conditional node's body on an event not \
-                           recorded in that body (a body's graph has no edge to work outside \
-                           it): join streams before the conditional node, or record the event \
-                           in the body"
-                        .to_owned(),
-                });
+        // A conditional body's graph is a capture of its own in the driver, with no edge to
+        // work outside it: a wait inside a body on any other record (eager, in the enclosing
+        // graph, in another body), or a wait outside a body on a record made in one, would
+        // merge two captures. The driver refuses that and invalidates the captures, and the
+        // CUDA driver then faults ending or destroying them. Refused here, before the driver;
+        // the captures go on.
+        if let Err(e) = same_graph_rule(shared, &member_of, &stream, &call) {
+            drop(call);
+            if let Some(entry) = &forked {
+                entry.leave(&stream.inner);
             }
+            return Err(e);
         }
         // The fork was decided by where the event was last recorded, read before the event
         // was held for the driver's wait: a record another thread made in between would have
@@ -626,9 +612,21 @@ impl<D: Driver> Backend for DriverBackend<D> {
             .domain
             .rules
             .check_unsafe_call("event_synchronize")?;
+        // A record made in a capture still going on stands for no work
+        // (`CUDA_ERROR_CAPTURED_EVENT`), and the CUDA driver faults synchronizing such an event
+        // while another thread grows or ends its capture: refused here, before the driver. The
+        // event's link is held through the wait, so no record lands in a capture meanwhile.
+        let call = event.linked()?;
+        if call.capture().is_some() {
+            return self.shared.check(
+                Err(crate::software::captured_event_error()),
+                CallSite::unsafe_call("event_synchronize"),
+            );
+        }
         self.driver_wait("event_synchronize", |driver| {
             driver.event_synchronize(&event.raw)
         })?;
+        drop(call);
         // The record completed: so did the work it was ordered after.
         event.stamp().completed();
         self.after_driver_wait()
@@ -666,6 +664,14 @@ impl<D: Driver> Backend for DriverBackend<D> {
             ));
         }
         let shared = &self.shared;
+        // As for a synchronize: the driver is not asked about a record made in a capture still
+        // going on (another thread may be growing or ending it).
+        if start.recorded_in().is_some() || end.recorded_in().is_some() {
+            return shared.check(
+                Err(crate::software::captured_event_error_in("elapsed_time")),
+                CallSite::op("elapsed_time"),
+            );
+        }
         shared.bind()?;
         shared.check(
             shared.driver.elapsed_ms(&start.raw, &end.raw),
@@ -1109,4 +1115,51 @@ impl<D: Driver> Backend for DriverBackend<D> {
     ) -> Result<()> {
         self.conditional(cond.into(), ConditionalKind::While, &mut [&mut body])
     }
+}
+
+/// A wait may join only the graph its event was recorded into: inside a conditional body, an
+/// event recorded in that body; outside every body, an event recorded in no body.
+fn same_graph_rule<D: Driver>(
+    shared: &Shared<D>,
+    member_of: &Option<Arc<CaptureEntry<D>>>,
+    stream: &DriverStream<D>,
+    call: &crate::event::LinkedCall<'_, D>,
+) -> Result<()> {
+    let recorded_in = call.capture();
+    let recorded_in_body = recorded_in.as_ref().is_some_and(|entry| {
+        matches!((call.graph(), entry.recorded().top_graph), (Some(g), Some(top)) if g != top)
+    });
+    let waits_in_body = member_of
+        .as_ref()
+        .is_some_and(|entry| editing::in_body(shared, entry, stream));
+    if !recorded_in_body && !waits_in_body {
+        return Ok(());
+    }
+    let stream_graph = shared
+        .driver
+        .capture_point(&stream.inner.raw)
+        .ok()
+        .flatten()
+        .map(|p| p.graph);
+    let same_body = match (member_of, &recorded_in) {
+        (Some(waiter), Some(recorder)) => {
+            Arc::ptr_eq(waiter, recorder) && call.graph().is_some() && call.graph() == stream_graph
+        }
+        _ => false,
+    };
+    if same_body {
+        return Ok(());
+    }
+    Err(GraphError::Unsupported {
+        what: if waits_in_body {
+            "wait_event inside a conditional node's body on an event not recorded in that body \
+             (a body's graph has no edge to work outside it): join streams before the \
+             conditional node, or record the event in the body"
+        } else {
+            "wait_event on an event last recorded inside a conditional node's body, from a \
+             stream outside that body (a body's graph has no edge to work outside it): record \
+             the event after the conditional node instead"
+        }
+        .to_owned(),
+    })
 }

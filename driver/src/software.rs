@@ -499,8 +499,13 @@ pub fn same_topology<C>(
 
 /// The error for a blocking wait on an event recorded in a capture (it stands for no work).
 pub fn captured_event_error() -> DriverError {
+    captured_event_error_in("event_synchronize")
+}
+
+/// The error for `operation` (a synchronize, a timing) on an event recorded in a capture.
+pub fn captured_event_error_in(operation: &str) -> DriverError {
     error(
         EmulatedCudaError::CapturedEvent,
-        "event_synchronize on an event recorded in a capture",
+        format!("{operation} on an event recorded in a capture"),
     )
 }

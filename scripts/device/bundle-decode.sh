@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# Builds the decode engine's binaries (release, stripped: decode_bench, decode_serve) on this
-# machine and stages them in .device-bundle/decode/ (git-ignored) with the PyTorch side
-# (decode/bench/*.py), for `bash scripts/device/run-decode.sh` on the GPU machine. The
-# binaries carry the mock, CUDA and wgpu backends and pick one at run time (no CUDA toolkit
-# needed here: the driver, NVRTC and cuBLAS are loaded there).
+# Builds the decode engine's binaries (release, stripped: decode_bench, decode_serve,
+# decode_tp) on this machine and stages them in .device-bundle/decode/ (git-ignored) with the
+# PyTorch side (decode/bench/*.py), for `bash scripts/device/run-decode.sh` (one GPU) and
+# `bash scripts/device/run-decode-tp.sh` (tensor parallel, several GPUs) on the GPU machine.
+# The binaries carry the mock, CUDA and wgpu backends and pick one at run time, and NCCL for
+# decode_tp's ranks (the `nccl` feature; no CUDA toolkit or NCCL needed here: the driver,
+# NVRTC, cuBLAS and NCCL are loaded there).
 #
 #   bash scripts/device/bundle-decode.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 BUNDLE=.device-bundle/decode
-BINS=(decode_bench decode_serve)
+BINS=(decode_bench decode_serve decode_tp)
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE"
-cargo build --release -p accel-graph-decode --bin decode_bench --bin decode_serve
+cargo build --release -p accel-graph-decode --features nccl \
+  --bin decode_bench --bin decode_serve --bin decode_tp
 for bin in "${BINS[@]}"; do
   cp "$CARGO_TARGET_DIR/release/$bin" "$BUNDLE/$bin"
 done
 strip "${BINS[@]/#/$BUNDLE/}"
-cp decode/bench/torch_decode.py decode/bench/summarize_decode.py decode/bench/reference_check.py "$BUNDLE/"
+cp decode/bench/torch_decode.py decode/bench/summarize_decode.py decode/bench/reference_check.py \
+  decode/bench/torch_tp_decode.py decode/bench/summarize_tp.py "$BUNDLE/"
 ls -l "$BUNDLE"
 du -sh "$BUNDLE"

@@ -541,6 +541,13 @@ pub(crate) fn suite<B: Backend>() -> Vec<Case<B>> {
             none,
             pools::pool_ids,
         ),
+        Case::new(
+            "5.08f per-op allocations in a capture (129 allocations, 128 frees): replays equal \
+             eager, the result keeps its address, memory flat",
+            POOLS,
+            none,
+            pools::per_op_allocations,
+        ),
         // 5.09 debug dumps.
         Case::new(
             "5.09a debug mode: debug_dump writes a DOT file naming each node",

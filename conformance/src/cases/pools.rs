@@ -240,3 +240,87 @@ pub(crate) fn pool_ids<B: Backend>(t: &Target<B>) -> CaseResult {
     );
     Ok(())
 }
+
+/// Elements of each op's output in 5.08f, and the ops of its forward.
+const FORWARD_LEN: usize = 256;
+const FORWARD_OPS: usize = 128;
+
+/// 5.08f's forward: the way allocating frameworks (candle, cudarc code) compute — a copy of
+/// the input into a fresh buffer, then `FORWARD_OPS` steps, each allocating its output and
+/// dropping its input. The result outlives the call.
+fn allocating_forward<B: Backend>(
+    b: &B,
+    x: &B::Buffer<f32>,
+) -> accel_graph_api::Result<B::Buffer<f32>> {
+    let mut current = b.alloc::<f32>(FORWARD_LEN)?;
+    b.copy(&current, x)?;
+    for i in 0..FORWARD_OPS {
+        let next = b.alloc::<f32>(FORWARD_LEN)?;
+        b.copy(&next, &current)?;
+        b.scale(&next, if i % 2 == 0 { 0.5 } else { 1.75 })?;
+        b.add_scalar(&next, (i % 7) as f32)?;
+        current = next;
+    }
+    Ok(current)
+}
+
+/// 5.08f: a forward that allocates every op's output inside the capture and drops its inputs
+/// (129 allocations and 128 frees per graph), its result outliving the capture. Replays equal
+/// the eager forward bit for bit, the result keeps its address and holds each replay's answer,
+/// memory stays flat over the replays (ten per repetition of the suite), and the result
+/// dropped between replays leaves the graph replaying and the memory returned at its reset.
+pub(crate) fn per_op_allocations<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let host: Vec<f32> = (0..FORWARD_LEN).map(|i| (i % 97) as f32 * 0.25).collect();
+    let x = b.alloc_from(&host).ctx("alloc_from")?;
+    let eager = allocating_forward(b, &x).ctx("eager forward")?;
+    let eager = b.download(&eager).ctx("download")?;
+    let stream = b.new_stream().ctx("new_stream")?;
+    let before = b.memory_stats();
+    let mut g = new_graph(b, GraphOptions::new())?;
+    let result = b
+        .capture_on(&stream, &mut g, || allocating_forward(b, &x))
+        .ctx("capture of the allocating forward")?;
+    let address = result.device_address();
+    let replays = crate::SuiteConfig::from_env().repetitions.max(1) * 10;
+    let mut after_first = None;
+    for r in 0..replays {
+        replay_on(b, &stream, &mut g)?;
+        if r == 0 || r + 1 == replays {
+            b.synchronize().ctx("synchronize")?;
+            let got = b.download(&result).ctx("download")?;
+            ensure!(
+                got.iter()
+                    .map(|v| v.to_bits())
+                    .eq(eager.iter().map(|v| v.to_bits())),
+                "replay {} of the allocating forward differs from the eager forward",
+                r + 1
+            );
+        }
+        if r == 0 {
+            after_first = Some(b.memory_stats());
+        }
+    }
+    let after = b.memory_stats();
+    ensure!(
+        Some(&after) == after_first.as_ref(),
+        "memory grew over {replays} replays: after the first {after_first:?}, after the last \
+         {after:?}"
+    );
+    ensure!(
+        result.device_address() == address,
+        "the result moved over the replays"
+    );
+    drop(result);
+    replay_on(b, &stream, &mut g)?;
+    replay_on(b, &stream, &mut g)?;
+    b.synchronize().ctx("synchronize")?;
+    g.reset();
+    let end = b.memory_stats();
+    ensure!(
+        end == before,
+        "after the result was dropped and the graph reset, memory is still held: before the \
+         capture {before:?}, after {end:?}"
+    );
+    Ok(())
+}

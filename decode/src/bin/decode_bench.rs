@@ -43,7 +43,7 @@ use std::{
 use accel_graph::{Backend, BackendJob, GraphError, Result, half::bf16};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
-    cli::{BackendArg, Dtype},
+    cli::{BackendArg, Dtype, init_logging, quantile},
     dump::{self, DumpError, DumpInfo},
     init::prompt,
     model::{HostWeights, KvCache, StepBuffers, Tensor},
@@ -165,21 +165,6 @@ type BenchResult<T> = std::result::Result<T, BenchError>;
 
 fn bad(msg: impl Into<String>) -> BenchError {
     BenchError::Graph(GraphError::ArgumentMismatch(msg.into()))
-}
-
-fn init_logging(trace: bool) {
-    use tracing_subscriber::{EnvFilter, fmt::format::FmtSpan};
-    let default = if trace { "info" } else { "warn" };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = if trace {
-        builder.with_span_events(FmtSpan::CLOSE).try_init()
-    } else {
-        builder.try_init()
-    };
 }
 
 /// The start-up buckets: 1, 2, 4, then every 8 up to `max` (35 for 256).
@@ -409,16 +394,6 @@ fn startup<B: Backend, T: DecodeElement>(
     Ok(())
 }
 
-/// The `q`-quantile of sorted `v` by linear interpolation (as `torch_decode.py` computes it).
-fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let at = (v.len() - 1) as f64 * q;
-    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (at - lo as f64)
-}
-
 fn bench<B: Backend, T: DecodeElement>(
     backend: &B,
     plan: &Plan,
@@ -599,23 +574,9 @@ fn main_inner(args: Args) -> BenchResult<()> {
         Some(dir) => Some(dump::read_header(dir)?),
         None => None,
     };
-    let dtype = match (&header, args.dtype) {
-        (Some(h), wanted) => {
-            let theirs = match h.dtype.as_str() {
-                "f32" => Dtype::F32,
-                "bf16" => Dtype::Bf16,
-                other => return Err(bad(format!("the dump holds {other} weights"))),
-            };
-            if wanted.is_some_and(|w| w != theirs) {
-                return Err(bad(format!(
-                    "--dtype {} asked for, the dump holds {}",
-                    wanted.map_or("", Dtype::name),
-                    theirs.name()
-                )));
-            }
-            theirs
-        }
-        (None, wanted) => wanted.unwrap_or(Dtype::Bf16),
+    let dtype = match &header {
+        Some(h) => Dtype::of_dump(&h.dtype, args.dtype)?,
+        None => args.dtype.unwrap_or(Dtype::Bf16),
     };
     let choice = args.backend.choice()?;
     let plan = Plan::new(args, header)?;

@@ -21,7 +21,7 @@ use std::{process::ExitCode, time::Instant};
 use accel_graph::{Backend, BackendJob, GraphError, Result, half::bf16};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
-    cli::{BackendArg, Dtype},
+    cli::{BackendArg, Dtype, init_logging},
     init::prompt,
 };
 use clap::Parser;
@@ -69,21 +69,6 @@ struct Args {
     /// Print tracing spans (captures, instantiations, warm-ups) as they close.
     #[arg(long)]
     trace: bool,
-}
-
-fn init_logging(trace: bool) {
-    use tracing_subscriber::{EnvFilter, fmt::format::FmtSpan};
-    let default = if trace { "info" } else { "warn" };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = if trace {
-        builder.with_span_events(FmtSpan::CLOSE).try_init()
-    } else {
-        builder.try_init()
-    };
 }
 
 struct Serve(Args);

@@ -158,33 +158,42 @@ impl<B: Backend, T: DecodeElement> Engine<B, T> {
             let _run = b.use_stream(&self.run_stream)?;
             b.record_event(&forked)?;
         }
-        {
+        let warmed_up = {
             let _capture = b.use_stream(&self.capture_stream)?;
             b.wait_event(&forked)?;
             let _span =
                 tracing::info_span!("warmup", bucket, iters = self.options.warmup_iters).entered();
-            for _ in 0..self.options.warmup_iters {
-                self.model.forward(io, &self.cache)?;
-            }
+            let warmed_up = (0..self.options.warmup_iters)
+                .try_for_each(|_| self.model.forward(io, &self.cache));
+            // Recorded even after a failed warm-up: the run stream's next work (the eager
+            // step's upload of the same input) must follow what the warm-up did issue.
             b.record_event(&warmed)?;
-        }
+            warmed_up
+        };
         {
             let _run = b.use_stream(&self.run_stream)?;
             b.wait_event(&warmed)?;
         }
         b.event_synchronize(&warmed)?;
+        warmed_up?;
         let warmup = start.elapsed();
         let start = Instant::now();
         let pool_before = self.pool_reserved();
-        let mut graph = b.graph(
-            GraphOptions::new()
-                .pool(self.pool)
-                .keep_graph(true)
-                .capture_error_mode(self.options.capture_error_mode),
-        )?;
-        b.capture_on(&self.capture_stream, &mut graph, || {
-            self.model.forward(io, &self.cache)
-        })?;
+        let issued = self.model.collectives_issued();
+        let captured = b
+            .graph(
+                GraphOptions::new()
+                    .pool(self.pool)
+                    .keep_graph(true)
+                    .capture_error_mode(self.options.capture_error_mode),
+            )
+            .and_then(|mut graph| {
+                b.capture_on(&self.capture_stream, &mut graph, || {
+                    self.model.forward(io, &self.cache)
+                })
+                .map(|()| graph)
+            });
+        let mut graph = captured.inspect_err(|_| self.model.capture_failed(issued))?;
         let capture = start.elapsed();
         let start = Instant::now();
         {

@@ -23,6 +23,11 @@
 //! residual additions ride on the GEMMs' epilogue (`C = A·Bᵀ + 1·C`): the sum is rounded once,
 //! where PyTorch rounds the projection and then the sum.
 //!
+//! Split over ranks ([`Model::tensor_parallel`], [`crate::tp`]), each rank holds its query
+//! and key/value heads and intermediate columns, and each of the two residual GEMMs of a
+//! layer is followed by an all-reduce (sum) of the residual stream on the rank's
+//! communicator, issued on the current stream like the kernels, so a capture records it too.
+//!
 //! Activations are allocated inside [`Model::forward`] with [`Backend::alloc`]: eagerly from
 //! the device, inside a capture from the graph's pool, where buckets captured into one pool
 //! share them. What a step leaves for later — logits, next tokens, the cache — lives in
@@ -50,6 +55,7 @@ pub mod kernels;
 mod kv_cache;
 pub mod reference;
 mod step_buffers;
+mod tensor_parallel;
 mod weights;
 
 use std::sync::Arc;
@@ -77,6 +83,8 @@ pub struct Model<B: Backend, T: DecodeElement> {
     weights: Weights<B::Buffer<T>>,
     rope: B::Buffer<f32>,
     kernels: Arc<Kernels>,
+    /// On several ranks: this rank's part and the communicator.
+    shard: Option<tensor_parallel::Shard<B>>,
 }
 
 impl<B: Backend, T: DecodeElement> Model<B, T> {
@@ -122,6 +130,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             config,
             weights,
             kernels,
+            shard: None,
         })
     }
 
@@ -130,7 +139,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
         &self.backend
     }
 
-    /// The sizes.
+    /// The sizes (of this rank's part, for a tensor-parallel model: [`Model::partition`]).
     pub fn config(&self) -> &Config {
         &self.config
     }
@@ -191,7 +200,8 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
     /// `io.meta()`: reads the token ids, positions, lengths and slots from there, writes each
     /// row's keys and values into `cache` at its position, the logits into `io.logits()` and
     /// the greedy next token into `io.next()`. Captured, it is the step's graph: nothing it
-    /// records depends on the host values of the step.
+    /// records depends on the host values of the step. On a tensor-parallel model every rank
+    /// issues it for the same step (its all-reduces meet the other ranks').
     ///
     /// Errors: `cache` or `io` made for another config (a kernel's argument check), or the
     /// backend's errors.
@@ -204,6 +214,8 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
         let per_row = |kernel: &Kernel, n: usize| kernel.grid_for(rows * n);
         let rows_grid = [rows as u32, 1, 1];
         let linear = |n: usize, k_dim: usize| Gemm::new(rows, n, k_dim).transpose_b(true);
+        // 1 on one device (the residual added in the GEMM's epilogue).
+        let residual = self.residual_beta();
 
         let x = b.alloc::<T>(rows * c.hidden)?;
         let h = b.alloc::<T>(rows * c.hidden)?;
@@ -323,11 +335,12 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
                 }
             }
             b.gemm(
-                &linear(c.hidden, c.q_dim()).scalars(1.0, 1.0),
+                &linear(c.hidden, c.q_dim()).scalars(1.0, residual),
                 &attn,
                 &w.out,
                 &x,
             )?;
+            self.reduce(&x)?;
             norm(&h, &w.mlp_norm)?;
             b.gemm(
                 &linear(2 * c.intermediate, c.hidden),
@@ -346,11 +359,12 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
                 ],
             )?;
             b.gemm(
-                &linear(c.hidden, c.intermediate).scalars(1.0, 1.0),
+                &linear(c.hidden, c.intermediate).scalars(1.0, residual),
                 &act,
                 &w.down,
                 &x,
             )?;
+            self.reduce(&x)?;
         }
         norm(&h, &self.weights.final_norm)?;
         b.gemm(

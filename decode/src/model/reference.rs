@@ -79,9 +79,20 @@ impl<T: DecodeElement> Reference<T> {
     /// One decode step of `rows`. Errors with [`GraphError::ArgumentMismatch`] for no row, a
     /// slot past the cache, a token past the vocabulary or a position past `max_len`.
     pub fn step(&mut self, rows: &[StepRow]) -> Result<ReferenceStep<T>> {
-        let c = self.config;
+        let meta = self.check(rows)?;
         let n = rows.len();
-        if n == 0 {
+        let mut x = self.embed(&meta, n);
+        for l in 0..self.config.layers {
+            self.attention_block(l, &meta, n, &mut x, 1.0);
+            self.mlp_block(l, n, &mut x, 1.0);
+        }
+        Ok(self.head(&x, n))
+    }
+
+    /// Checks `rows` (the errors of [`Reference::step`]) and packs them (no padding).
+    pub(crate) fn check(&self, rows: &[StepRow]) -> Result<Vec<u32>> {
+        let c = &self.config;
+        if rows.is_empty() {
             return Err(GraphError::ArgumentMismatch(
                 "reference step: no rows".to_owned(),
             ));
@@ -98,91 +109,127 @@ impl<T: DecodeElement> Reference<T> {
                 )));
             }
         }
-        let meta = inputs::pack(rows, n);
+        Ok(inputs::pack(rows, rows.len()))
+    }
+
+    /// The residual stream of the `n` rows of `meta` after the embedding.
+    pub(crate) fn embed(&self, meta: &[u32], n: usize) -> Vec<T> {
+        let c = &self.config;
+        let mut x = vec![T::from_f32(0.0); n * c.hidden];
+        embed(&mut x, &self.weights.embed, meta, n, c.hidden, c.vocab);
+        x
+    }
+
+    /// Layer `l`'s attention on the residual stream `x`: its keys and values into the cache,
+    /// and `x = a · Woᵀ + beta · x` (`beta` 1 on one device; 0 leaves a rank's bare partial
+    /// product for the all-reduce).
+    pub(crate) fn attention_block(
+        &mut self,
+        l: usize,
+        meta: &[u32],
+        n: usize,
+        x: &mut [T],
+        beta: f32,
+    ) {
+        let c = self.config;
         let zero = T::from_f32(0.0);
-        let mut x = vec![zero; n * c.hidden];
         let mut h = vec![zero; n * c.hidden];
         let mut qkv = vec![zero; n * c.qkv_dim()];
         let mut q = vec![zero; n * c.q_dim()];
         let mut attn = vec![zero; n * c.q_dim()];
-        let mut gate_up = vec![zero; n * 2 * c.intermediate];
-        let mut act = vec![zero; n * c.intermediate];
         let splits = c.attention_splits();
-        let mut partials = vec![0.0f32; n * c.heads * splits * attention::partial_len(c.head_dim)];
         let linear = |out: usize, k: usize| Gemm::new(n, out, k).transpose_b(true);
-        let w = &self.weights;
+        let lw = &self.weights.layers[l];
 
-        embed(&mut x, &w.embed, &meta, n, c.hidden, c.vocab);
-        for (l, lw) in w.layers.iter().enumerate() {
-            rmsnorm(&mut h, &x, &lw.attn_norm, n, c.hidden, c.rms_eps);
-            gemm_reference(&linear(c.qkv_dim(), c.hidden), &h, &lw.qkv, &mut qkv);
-            rope_kv(
-                &mut q,
-                &mut self.keys[l],
-                &mut self.values[l],
-                &qkv,
-                &self.table,
-                &meta,
-                RopeShape {
-                    rows: n,
-                    heads: c.heads,
-                    kv_heads: c.kv_heads,
-                    head_dim: c.head_dim,
-                    max_len: c.max_len,
-                    slots: self.slots,
-                },
-            );
-            let shape = AttentionShape {
+        rmsnorm(&mut h, x, &lw.attn_norm, n, c.hidden, c.rms_eps);
+        gemm_reference(&linear(c.qkv_dim(), c.hidden), &h, &lw.qkv, &mut qkv);
+        rope_kv(
+            &mut q,
+            &mut self.keys[l],
+            &mut self.values[l],
+            &qkv,
+            &self.table,
+            meta,
+            RopeShape {
                 rows: n,
                 heads: c.heads,
                 kv_heads: c.kv_heads,
                 head_dim: c.head_dim,
                 max_len: c.max_len,
                 slots: self.slots,
-                scale: 1.0 / (c.head_dim as f32).sqrt(),
-            };
-            let (keys, values) = (&self.keys[l], &self.values[l]);
-            if splits > 1 {
-                attention_partials(
-                    &mut partials,
-                    &q,
-                    keys,
-                    values,
-                    &meta,
-                    shape,
-                    c.attention_chunk,
-                    splits,
-                );
-                attention_combine(&mut attn, &partials, n, c.heads, c.head_dim, splits);
-            } else {
-                attention(&mut attn, &q, keys, values, &meta, shape);
-            }
-            gemm_reference(
-                &linear(c.hidden, c.q_dim()).scalars(1.0, 1.0),
-                &attn,
-                &lw.out,
-                &mut x,
+            },
+        );
+        let shape = AttentionShape {
+            rows: n,
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            head_dim: c.head_dim,
+            max_len: c.max_len,
+            slots: self.slots,
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+        };
+        let (keys, values) = (&self.keys[l], &self.values[l]);
+        if splits > 1 {
+            let mut partials =
+                vec![0.0f32; n * c.heads * splits * attention::partial_len(c.head_dim)];
+            attention_partials(
+                &mut partials,
+                &q,
+                keys,
+                values,
+                meta,
+                shape,
+                c.attention_chunk,
+                splits,
             );
-            rmsnorm(&mut h, &x, &lw.mlp_norm, n, c.hidden, c.rms_eps);
-            gemm_reference(
-                &linear(2 * c.intermediate, c.hidden),
-                &h,
-                &lw.gate_up,
-                &mut gate_up,
-            );
-            swiglu(&mut act, &gate_up, n, c.intermediate);
-            gemm_reference(
-                &linear(c.hidden, c.intermediate).scalars(1.0, 1.0),
-                &act,
-                &lw.down,
-                &mut x,
-            );
+            attention_combine(&mut attn, &partials, n, c.heads, c.head_dim, splits);
+        } else {
+            attention(&mut attn, &q, keys, values, meta, shape);
         }
-        rmsnorm(&mut h, &x, &w.final_norm, n, c.hidden, c.rms_eps);
+        gemm_reference(
+            &linear(c.hidden, c.q_dim()).scalars(1.0, beta),
+            &attn,
+            &lw.out,
+            x,
+        );
+    }
+
+    /// Layer `l`'s MLP on the residual stream `x`: `x = swiglu(h · Wguᵀ) · Wdownᵀ + beta · x`.
+    pub(crate) fn mlp_block(&self, l: usize, n: usize, x: &mut [T], beta: f32) {
+        let c = &self.config;
+        let zero = T::from_f32(0.0);
+        let mut h = vec![zero; n * c.hidden];
+        let mut gate_up = vec![zero; n * 2 * c.intermediate];
+        let mut act = vec![zero; n * c.intermediate];
+        let linear = |out: usize, k: usize| Gemm::new(n, out, k).transpose_b(true);
+        let lw = &self.weights.layers[l];
+        rmsnorm(&mut h, x, &lw.mlp_norm, n, c.hidden, c.rms_eps);
+        gemm_reference(
+            &linear(2 * c.intermediate, c.hidden),
+            &h,
+            &lw.gate_up,
+            &mut gate_up,
+        );
+        swiglu(&mut act, &gate_up, n, c.intermediate);
+        gemm_reference(
+            &linear(c.hidden, c.intermediate).scalars(1.0, beta),
+            &act,
+            &lw.down,
+            x,
+        );
+    }
+
+    /// The final norm, the LM head and greedy argmax of the residual stream `x`.
+    pub(crate) fn head(&self, x: &[T], n: usize) -> ReferenceStep<T> {
+        let c = &self.config;
+        let zero = T::from_f32(0.0);
+        let mut h = vec![zero; n * c.hidden];
+        rmsnorm(&mut h, x, &self.weights.final_norm, n, c.hidden, c.rms_eps);
         let mut logits = vec![zero; n * c.vocab];
-        gemm_reference(&linear(c.vocab, c.hidden), &h, &w.lm_head, &mut logits);
+        let linear = Gemm::new(n, c.vocab, c.hidden).transpose_b(true);
+        gemm_reference(&linear, &h, &self.weights.lm_head, &mut logits);
         let mut tokens = vec![0u32; n];
         argmax(&mut tokens, &logits, n, c.vocab);
-        Ok(ReferenceStep { tokens, logits })
+        ReferenceStep { tokens, logits }
     }
 }

@@ -3,6 +3,8 @@
 //! reference.
 #![allow(dead_code)]
 
+pub mod tp;
+
 use accel_graph::{Backend, Result};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, StepMode, StepRow,

@@ -158,5 +158,12 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
             none,
             surfaces::external_events_live_with_their_graph,
         ),
+        Case::new(
+            "10.21 a wait outside a conditional body on an event recorded in it: Unsupported, \
+             the capture goes on",
+            HARDENING,
+            conditional_nodes,
+            surfaces::wait_outside_a_body_on_an_event_recorded_in_it,
+        ),
     ])
 }

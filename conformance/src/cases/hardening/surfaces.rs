@@ -620,6 +620,59 @@ pub(super) fn wait_in_a_body_on_an_outside_event<B: Backend>(t: &Target<B>) -> C
     expect_all(b, &x, 1.0, "one replay of the body")
 }
 
+/// 10.21: an event recorded inside a conditional node's body is waited on from outside that
+/// body — by the capturing stream after the node, and by a stream that captures nothing (which
+/// would fork into the body's capture). Both are `Unsupported` before the driver sees them: the
+/// driver refuses to merge the body's capture with another and invalidates both (the CUDA
+/// driver then faulted ending the enclosing capture). The capture goes on, ends, and replays.
+pub(super) fn wait_outside_a_body_on_an_event_recorded_in_it<B: Backend>(
+    t: &Target<B>,
+) -> CaseResult {
+    let b = t.backend();
+    let x = b.alloc_from(&[0.0f32; 4]).ctx("alloc_from")?;
+    let flag = b.alloc_from(&[1u32]).ctx("alloc_from")?;
+    let (stream, side) = (
+        b.new_stream().ctx("new_stream")?,
+        b.new_stream().ctx("new_stream")?,
+    );
+    let in_body = b.new_event().ctx("new_event")?;
+    let expect_refused = |what: &str, got: Result<(), GraphError>| match got {
+        Err(GraphError::Unsupported { .. }) => Ok(()),
+        other => Err(GraphError::ArgumentMismatch(format!(
+            "a wait {what} on an event recorded in a body: expected Err(Unsupported), got \
+             {other:?}"
+        ))),
+    };
+    let mut g = new_graph(b, GraphOptions::new())?;
+    b.capture_on(&stream, &mut g, || {
+        b.if_then(&flag, || {
+            b.add_scalar(&x, 1.0)?;
+            b.record_event(&in_body)
+        })?;
+        expect_refused(
+            "on the capturing stream after the node",
+            b.wait_event(&in_body),
+        )?;
+        {
+            let _side = b.use_stream(&side)?;
+            expect_refused("on a stream that captures nothing", b.wait_event(&in_body))?;
+        }
+        b.add_scalar(&x, 1.0)
+    })
+    .ctx("a capture whose waits on the body's event were refused")?;
+    ensure!(
+        !b.is_capturing(&side).ctx("is_capturing")?,
+        "the side stream was forked into the capture"
+    );
+    {
+        let _s = on_stream(b, &stream)?;
+        g.replay().ctx("replay")?;
+    }
+    expect_all(b, &x, 2.0, "one replay: the body and the work after it")?;
+    g.reset();
+    Ok(())
+}
+
 /// 10.20: a capture records an external event and waits on another (external event nodes,
 /// which name the events); both events are dropped before the graph replays. The graph keeps
 /// the driver's events alive with its nodes (the CUDA driver faulted in `cuGraphLaunch` once
