@@ -390,6 +390,19 @@ HIP_API shim_hipError_t hipMalloc(void** ptr, size_t size) {
 
 HIP_API shim_hipError_t hipFree(void* ptr) { return rt(cudaFree(ptr), "hipFree"); }
 
+HIP_API shim_hipError_t hipMemGetInfo(size_t* free, size_t* total) {
+    return rt(cudaMemGetInfo(free, total), "hipMemGetInfo");
+}
+
+// The stream-ordered allocator: on a capturing stream, graph allocation and free nodes.
+HIP_API shim_hipError_t hipMallocAsync(void** ptr, size_t size, shim_hipStream_t stream) {
+    return rt(cudaMallocAsync(ptr, size, S(stream)), "hipMallocAsync");
+}
+
+HIP_API shim_hipError_t hipFreeAsync(void* ptr, shim_hipStream_t stream) {
+    return rt(cudaFreeAsync(ptr, S(stream)), "hipFreeAsync");
+}
+
 HIP_API shim_hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, int kind,
                                        shim_hipStream_t stream) {
     shim_hipError_t e = ensure_context("hipMemcpyAsync");

@@ -102,6 +102,9 @@ pub(crate) const EVENT_RECORD_EXTERNAL: c_uint = 0x1;
 /// external event nodes, which `hipEventRecordWithFlags` marks; ROCm 5.2's headers lack it).
 pub(crate) const EVENT_WAIT_EXTERNAL: c_uint = 0x1;
 
+/// `hipGraphInstantiateFlagAutoFreeOnLaunch` (ROCm 5.2 has it).
+pub(crate) const GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH: u64 = 1;
+
 /// Entry points newer than ROCm 5.2 (same signatures in every release that exports them),
 /// looked up in the loaded runtime so the backend links against every 5.x release and uses them
 /// where present.

@@ -21,10 +21,17 @@ impl DriverGraphs for HipDevice {
     /// (the captured work allocates nothing in stream order; its memory comes from the
     /// backend's pools) and HIP 5.2 has no node priorities (device launch is refused by the
     /// driver layer).
-    fn instantiate(&self, graph: &HGraph, _flags: InstantiateFlags) -> DriverResult<HGraphExec> {
+    fn instantiate(&self, graph: &HGraph, flags: InstantiateFlags) -> DriverResult<HGraphExec> {
         let mut raw = std::ptr::null_mut();
+        // Graph allocations (a user's `hipMallocAsync` on a capturing stream) left unfreed by
+        // the last launch are freed by the next, as on CUDA. HIP has no node priorities.
+        let native = if flags.auto_free_on_launch {
+            ffi::GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH
+        } else {
+            0
+        };
         // SAFETY: the graph is alive; `raw` is a local out-parameter.
-        let err = unsafe { ffi::hipGraphInstantiateWithFlags(&mut raw, graph.raw, 0) };
+        let err = unsafe { ffi::hipGraphInstantiateWithFlags(&mut raw, graph.raw, native) };
         check(err, "hipGraphInstantiateWithFlags")?;
         Ok(HGraphExec::from_raw(raw))
     }

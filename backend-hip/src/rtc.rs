@@ -130,6 +130,9 @@ fn c_string(text: &str, what: &str, call: &'static str) -> Result<CString, RtcFa
     })
 }
 
+/// Held while hiprtc compiles (see `compile`).
+static COMPILING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Compiles `source` (named `file_name` in diagnostics) with `options` for the current device
 /// (hiprtc targets it unless an option names another), returning the code object.
 pub(crate) fn compile(
@@ -169,6 +172,9 @@ pub(crate) fn compile(
         });
     }
     let prog = Program(raw);
+    // One compilation at a time in the process: ROCm 5.2's comgr (LLVM 15) was seen to spin
+    // forever in `llvm::TargetRegistry::lookupTarget` with two threads compiling at once.
+    let _one_at_a_time = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: live program; `option_ptrs` holds `option_count` NUL-terminated strings that
     // outlive the call.
     let rc = unsafe { ffi::hiprtcCompileProgram(prog.0, option_count, option_ptrs.as_ptr()) };

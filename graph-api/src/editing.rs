@@ -233,9 +233,11 @@ mod sealed {
 /// [`GraphOptions`](crate::GraphOptions).
 ///
 /// The default is PyTorch's choice: free graph-owned allocations at each launch and honour
-/// per-node priorities. Both hold on every backend (the software backends and HIP own no
-/// allocations inside a graph — captured allocations come from the backend's pools — and run
-/// nodes without priorities, so there is nothing to free or order). `device_launch` (a graph
+/// per-node priorities. Both hold on every backend. The backend's own allocations inside a
+/// capture come from its pools; graph-owned allocations are those the user's own code makes
+/// through the driver's stream-ordered allocator on a capturing stream (cudarc's
+/// `cuMemAllocAsync`, HIP's `hipMallocAsync`), freed on relaunch on CUDA and HIP. The software
+/// backends own none, and HIP and the software backends run nodes without priorities. `device_launch` (a graph
 /// that kernels can launch) exists on CUDA only; elsewhere a graph asking for it is refused
 /// with [`GraphError::Unsupported`](crate::GraphError) when it is made.
 ///

@@ -14,7 +14,7 @@ mkdir -p "$bundle/bin"
 # The test executables of accel-graph-hip, staged from cargo's JSON messages.
 CARGO_TARGET_DIR="$target" cargo test --release -p accel-graph-hip --features runtime \
     --no-run --message-format=json |
-    python3 scripts/device/stage-tests.py "$bundle/bin" --only conformance,interop,unavailable
+    python3 scripts/device/stage-tests.py "$bundle/bin" --only conformance,interop,unavailable,foreign_allocations
 for exe in "$bundle"/bin/*; do
     # The conformance binary keeps its symbol table, for the capture-race stress's backtrace.
     if [ "$(basename "$exe")" = conformance ]; then

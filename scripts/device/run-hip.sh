@@ -55,7 +55,7 @@ export ACCEL_GRAPH_TORCH_REPLAYS=${ACCEL_GRAPH_TORCH_REPLAYS:-1000}
 # writes cubins), the next ones load them from disk.
 export ACCEL_GRAPH_KERNEL_CACHE="$shim_dir/kernel-cache"
 status=0
-for name in unavailable interop conformance; do
+for name in unavailable interop foreign_allocations conformance; do
     exe="$bundle/bin/$name"
     [ -x "$exe" ] || { echo "missing $exe" | tee -a "$out/$name.txt"; status=1; continue; }
     echo "== $name (LD_LIBRARY_PATH=$shim_dir)" | tee "$out/$name.txt"

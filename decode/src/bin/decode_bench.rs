@@ -7,7 +7,8 @@
 //!              [--batches 1,2,4,8,16,32,64] [--context 512] [--max-len N]
 //!              [--warmup 20] [--steps 200] [--eager-steps 100] [--modes graph,eager]
 //!              [--phases startup,bench,tokens] [--startup-max-batch 256]
-//!              [--tokens 32] [--prompt-len 16] [--dump-logits FILE] [--trace]
+//!              [--tokens 32] [--prompt-len 16] [--dump-logits FILE] [--attention-chunk N]
+//!              [--trace]
 //! decode_bench --dump-weights DIR [--config small] [--dtype bf16] [--seed 1] [--prompt-len 16]
 //! ```
 //!
@@ -128,6 +129,9 @@ struct Args {
     /// Write the logits of every prompt step of the tokens phase here (raw little-endian f32).
     #[arg(long)]
     dump_logits: Option<PathBuf>,
+    /// Positions per chunk of split attention (flash-decoding), instead of the model's.
+    #[arg(long)]
+    attention_chunk: Option<usize>,
     /// Print tracing spans (captures, instantiations, warm-ups) as they close.
     #[arg(long)]
     trace: bool,
@@ -210,6 +214,7 @@ impl Plan {
         }
         let needed = (args.context + 1).max(prompt.len() + args.tokens.max(1) - 1);
         config.max_len = args.max_len.unwrap_or(needed.div_ceil(64) * 64);
+        config.attention_chunk = args.attention_chunk.unwrap_or(config.attention_chunk);
         if config.max_len < needed {
             return Err(bad(format!(
                 "--max-len {} is below the {needed} positions the phases need (--context + 1, \
@@ -266,6 +271,7 @@ fn run<B: Backend, T: DecodeElement>(backend: &B, plan: &Plan) -> BenchResult<()
             let (header, weights) = dump::read::<T>(dir)?;
             let read = Config {
                 max_len: config.max_len,
+                attention_chunk: config.attention_chunk,
                 ..header.config
             };
             if read != *config {

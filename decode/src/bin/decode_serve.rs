@@ -5,7 +5,7 @@
 //! decode_serve [--backend auto|mock|cuda|hip|wgpu] [--config tiny|small|medium]
 //!              [--dtype f32|bf16] [--batch 8] [--prompt-len 16] [--steps 64]
 //!              [--precapture] [--eager] [--buckets 1,2,4,8,16,32,64] [--max-len N]
-//!              [--attention-chunk 256] [--seed 1] [--trace]
+//!              [--attention-chunk 64] [--seed 1] [--trace]
 //! ```
 //!
 //! Each of `--batch` sequences gets `--prompt-len` random prompt tokens, fed one at a time
@@ -59,7 +59,7 @@ struct Args {
     /// Positions of the key/value cache (default: prompt length + steps).
     #[arg(long)]
     max_len: Option<usize>,
-    /// Positions per chunk of split attention (flash-decoding) (default: the preset's, 256;
+    /// Positions per chunk of split attention (flash-decoding) (default: the preset's, 64;
     /// at least --max-len: one pass).
     #[arg(long)]
     attention_chunk: Option<usize>,

@@ -12,9 +12,11 @@
 //!   long cache then keeps `heads × chunks` blocks busy instead of `heads`. Chunks past a
 //!   row's length exit at once.
 //!
-//! On CUDA a block is four warps: warp `w` takes positions `w, w + 4, ...` of its range, its
-//! lanes split the head's elements, a score is a butterfly sum over the lanes; each warp keeps
-//! its own maximum, sum and weighted values, combined at the end. On wgpu a workgroup takes 128
+//! On CUDA a block is four warps: warp `w` takes positions `w, w + 4, ...` of its range (two
+//! per pass, their loads in flight together, for heads of 64, 128 or 256 elements), its lanes
+//! split the head's elements (each lane a contiguous run, read with wide loads), a score is a
+//! butterfly sum over the lanes; each warp keeps its own maximum, sum and weighted values,
+//! combined at the end. On wgpu a workgroup takes 128
 //! positions at a time: one score per thread, the maximum and the sum by trees in workgroup
 //! memory, then one thread per element accumulates the values.
 
@@ -178,9 +180,116 @@ pub fn attention<T: FloatElement>(
 /// (row, head), leaving each warp's maximum, sum and weighted values in shared memory.
 const CUDA_ATTEND: &str = r#"
 #define NEG_INF __int_as_float((int)0xff800000u)
+struct alignas(8) ag_u2 { unsigned x, y; };
+struct alignas(16) ag_u4 { unsigned x, y, z, w; };
+struct alignas(8) ag_f2 { float x, y; };
+struct alignas(16) ag_f4 { float x, y, z, w; };
+
+__device__ __forceinline__ void unpack_bf16x2(unsigned u, float* f) {
+    f[0] = __uint_as_float(u << 16);
+    f[1] = __uint_as_float(u & 0xffff0000u);
+}
+
+// V (2, 4 or 8) consecutive elements at p, which is aligned to V elements, in as few loads.
+template <int V> __device__ __forceinline__ void ld_vec(const elem_t* p, float* f) {
+    if (sizeof(elem_t) == 2) {
+        if (V == 2) {
+            unpack_bf16x2(*reinterpret_cast<const unsigned*>(p), f);
+        } else if (V == 4) {
+            ag_u2 a = *reinterpret_cast<const ag_u2*>(p);
+            unpack_bf16x2(a.x, f);
+            unpack_bf16x2(a.y, f + 2);
+        } else {
+            ag_u4 a = *reinterpret_cast<const ag_u4*>(p);
+            unpack_bf16x2(a.x, f);
+            unpack_bf16x2(a.y, f + 2);
+            unpack_bf16x2(a.z, f + 4);
+            unpack_bf16x2(a.w, f + 6);
+        }
+    } else {
+        const float* fp = reinterpret_cast<const float*>(p);
+        if (V == 2) {
+            ag_f2 a = *reinterpret_cast<const ag_f2*>(fp);
+            f[0] = a.x; f[1] = a.y;
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; i += 4) {
+                ag_f4 a = *reinterpret_cast<const ag_f4*>(fp + i);
+                f[i] = a.x; f[i + 1] = a.y; f[i + 2] = a.z; f[i + 3] = a.w;
+            }
+        }
+    }
+}
+
+// attend_warps for heads of 32·V elements: lane `l` holds elements l·V .. l·V + V (wide
+// loads), and each warp takes two of its positions per pass (t and t + 4), so the loads of
+// both are in flight together.
+template <int V>
+__device__ __forceinline__ void attend_vec(const elem_t* qp, const elem_t* kb,
+        const elem_t* vb, unsigned t0, unsigned t1, unsigned D, float scale, float* s_m,
+        float* s_l, float (*s_acc)[256]) {
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    const unsigned e = lane * V;
+    float qr[V], acc[V];
+    ld_vec<V>(qp + e, qr);
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[i] = 0.0f;
+    float m = NEG_INF, l = 0.0f;
+    unsigned t = t0 + warp;
+    for (; t + 4u < t1; t += 8u) {
+        float k0[V], k1[V], v0[V], v1[V];
+        ld_vec<V>(kb + (idx_t)t * D + e, k0);
+        ld_vec<V>(kb + (idx_t)(t + 4u) * D + e, k1);
+        ld_vec<V>(vb + (idx_t)t * D + e, v0);
+        ld_vec<V>(vb + (idx_t)(t + 4u) * D + e, v1);
+        float d0 = 0.0f, d1 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < V; ++i) { d0 += qr[i] * k0[i]; d1 += qr[i] * k1[i]; }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            d0 += __shfl_xor_sync(0xffffffffu, d0, off);
+            d1 += __shfl_xor_sync(0xffffffffu, d1, off);
+        }
+        const float s0 = d0 * scale, s1 = d1 * scale;
+        const float m_new = fmaxf(m, fmaxf(s0, s1));
+        const float corr = expf(m - m_new);
+        const float p0 = expf(s0 - m_new), p1 = expf(s1 - m_new);
+        l = l * corr + p0 + p1;
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[i] = acc[i] * corr + p0 * v0[i] + p1 * v1[i];
+        m = m_new;
+    }
+    if (t < t1) {
+        float k0[V], v0[V];
+        ld_vec<V>(kb + (idx_t)t * D + e, k0);
+        ld_vec<V>(vb + (idx_t)t * D + e, v0);
+        float d0 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < V; ++i) d0 += qr[i] * k0[i];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) d0 += __shfl_xor_sync(0xffffffffu, d0, off);
+        const float s0 = d0 * scale;
+        const float m_new = fmaxf(m, s0);
+        const float corr = expf(m - m_new);
+        const float p0 = expf(s0 - m_new);
+        l = l * corr + p0;
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[i] = acc[i] * corr + p0 * v0[i];
+        m = m_new;
+    }
+    if (lane == 0u) { s_m[warp] = m; s_l[warp] = l; }
+#pragma unroll
+    for (int i = 0; i < V; ++i) s_acc[warp][e + i] = acc[i];
+    __syncthreads();
+}
+
 __device__ __forceinline__ void attend_warps(const elem_t* qp, const elem_t* kb,
         const elem_t* vb, unsigned t0, unsigned t1, unsigned D, float scale, float* s_m,
         float* s_l, float (*s_acc)[256]) {
+    // Heads of 64, 128 or 256 elements (the usual ones) take the wide path.
+    if (D == 64u) { attend_vec<2>(qp, kb, vb, t0, t1, D, scale, s_m, s_l, s_acc); return; }
+    if (D == 128u) { attend_vec<4>(qp, kb, vb, t0, t1, D, scale, s_m, s_l, s_acc); return; }
+    if (D == 256u) { attend_vec<8>(qp, kb, vb, t0, t1, D, scale, s_m, s_l, s_acc); return; }
     const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     float qr[8], acc[8];
 #pragma unroll
