@@ -115,3 +115,28 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
     let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
     v[lo] + (v[hi] - v[lo]) * (at - lo as f64)
 }
+
+/// What the binaries fail with: the library's errors, a weight dump's, a tensor-parallel
+/// set-up's — each shown as its own message.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The library's error (a bad command line is an `ArgumentMismatch`).
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A weight dump could not be read or written.
+    #[error(transparent)]
+    Dump(#[from] crate::dump::DumpError),
+    /// A tensor-parallel run could not be set up or failed on a rank.
+    #[error(transparent)]
+    Tp(#[from] crate::tp::TpError),
+}
+
+/// A command line the binary cannot run: `GraphError::ArgumentMismatch` with `message`.
+///
+/// ```
+/// use accel_graph_decode::cli::{CliError, bad};
+/// assert!(matches!(bad("--batches 0"), CliError::Graph(_)));
+/// ```
+pub fn bad(message: impl Into<String>) -> CliError {
+    CliError::Graph(GraphError::ArgumentMismatch(message.into()))
+}

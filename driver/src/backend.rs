@@ -561,16 +561,9 @@ impl<D: Driver> Backend for DriverBackend<D> {
                 unsafe { shared.driver.record_event(&event.raw, &stream.inner.raw) },
                 CallSite::op("record_event"),
             )?;
-            // The graph the record went into: a wait inside a conditional body must wait on
-            // a record of that body's graph.
-            let graph = capture.and_then(|_| {
-                shared
-                    .driver
-                    .capture_point(&stream.inner.raw)
-                    .ok()
-                    .flatten()
-                    .map(|p| p.graph)
-            });
+            // The graph the record went into: a wait must be in the graph of its record (see
+            // `same_graph_rule`).
+            let graph = capture.and_then(|_| editing::capture_graph(shared, stream));
             call.set_recorded_in(capture, graph);
             if let Some(entry) = capture
                 && event.options.external
@@ -1135,12 +1128,7 @@ fn same_graph_rule<D: Driver>(
     if !recorded_in_body && !waits_in_body {
         return Ok(());
     }
-    let stream_graph = shared
-        .driver
-        .capture_point(&stream.inner.raw)
-        .ok()
-        .flatten()
-        .map(|p| p.graph);
+    let stream_graph = editing::capture_graph(shared, stream);
     let same_body = match (member_of, &recorded_in) {
         (Some(waiter), Some(recorder)) => {
             Arc::ptr_eq(waiter, recorder) && call.graph().is_some() && call.graph() == stream_graph

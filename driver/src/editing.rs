@@ -573,15 +573,24 @@ pub(crate) fn in_body<D: Driver>(
     entry: &CaptureEntry<D>,
     stream: &DriverStream<D>,
 ) -> bool {
-    let graph = shared
+    let graph = capture_graph(shared, stream);
+    let recorded = entry.recorded();
+    recorded.body_stream(stream.inner.key)
+        || matches!((graph, recorded.top_graph), (Some(g), Some(top)) if g != top)
+}
+
+/// The driver's number of the graph `stream` captures into now (a capture's own or a
+/// conditional body's), if it captures and the driver can tell.
+pub(crate) fn capture_graph<D: Driver>(
+    shared: &Shared<D>,
+    stream: &DriverStream<D>,
+) -> Option<u64> {
+    shared
         .driver
         .capture_point(&stream.inner.raw)
         .ok()
         .flatten()
-        .map(|p| p.graph);
-    let recorded = entry.recorded();
-    recorded.body_stream(stream.inner.key)
-        || matches!((graph, recorded.top_graph), (Some(g), Some(top)) if g != top)
+        .map(|p| p.graph)
 }
 
 /// The refusal of host work (a host callback, an external event) inside a conditional body.

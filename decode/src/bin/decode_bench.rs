@@ -44,8 +44,8 @@ use std::{
 use accel_graph::{Backend, BackendJob, GraphError, Result, half::bf16};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
-    cli::{BackendArg, Dtype, init_logging, quantile},
-    dump::{self, DumpError, DumpInfo},
+    cli::{BackendArg, CliError, Dtype, bad, init_logging, quantile},
+    dump::{self, DumpInfo},
     init::prompt,
     model::{HostWeights, KvCache, StepBuffers, Tensor},
 };
@@ -137,39 +137,7 @@ struct Args {
     trace: bool,
 }
 
-/// What the binary can fail with.
-#[derive(Debug)]
-enum BenchError {
-    Graph(GraphError),
-    Dump(DumpError),
-}
-
-impl std::fmt::Display for BenchError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BenchError::Graph(e) => e.fmt(f),
-            BenchError::Dump(e) => e.fmt(f),
-        }
-    }
-}
-
-impl From<GraphError> for BenchError {
-    fn from(e: GraphError) -> Self {
-        BenchError::Graph(e)
-    }
-}
-
-impl From<DumpError> for BenchError {
-    fn from(e: DumpError) -> Self {
-        BenchError::Dump(e)
-    }
-}
-
-type BenchResult<T> = std::result::Result<T, BenchError>;
-
-fn bad(msg: impl Into<String>) -> BenchError {
-    BenchError::Graph(GraphError::ArgumentMismatch(msg.into()))
-}
+type BenchResult<T> = std::result::Result<T, CliError>;
 
 /// The start-up buckets: 1, 2, 4, then every 8 up to `max` (35 for 256).
 fn startup_sizes(max: usize) -> Vec<usize> {

@@ -48,11 +48,11 @@ use accel_graph::{
 };
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
-    cli::{BackendArg, Dtype, init_logging, quantile},
-    dump::{self, DumpError},
+    cli::{BackendArg, CliError, Dtype, bad, init_logging, quantile},
+    dump,
     init::prompt,
     model::HostWeights,
-    tp::{TpError, TpThreads},
+    tp::TpThreads,
 };
 use clap::Parser;
 
@@ -108,47 +108,7 @@ struct Args {
     trace: bool,
 }
 
-/// What the binary can fail with.
-#[derive(Debug)]
-enum TpBenchError {
-    Graph(GraphError),
-    Dump(DumpError),
-    Tp(TpError),
-}
-
-impl std::fmt::Display for TpBenchError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TpBenchError::Graph(e) => e.fmt(f),
-            TpBenchError::Dump(e) => e.fmt(f),
-            TpBenchError::Tp(e) => e.fmt(f),
-        }
-    }
-}
-
-impl From<GraphError> for TpBenchError {
-    fn from(e: GraphError) -> Self {
-        TpBenchError::Graph(e)
-    }
-}
-
-impl From<DumpError> for TpBenchError {
-    fn from(e: DumpError) -> Self {
-        TpBenchError::Dump(e)
-    }
-}
-
-impl From<TpError> for TpBenchError {
-    fn from(e: TpError) -> Self {
-        TpBenchError::Tp(e)
-    }
-}
-
-type TpResult<T> = std::result::Result<T, TpBenchError>;
-
-fn bad(msg: impl Into<String>) -> TpBenchError {
-    TpBenchError::Graph(GraphError::ArgumentMismatch(msg.into()))
-}
+type TpResult<T> = std::result::Result<T, CliError>;
 
 /// What the runs share: the model's sizes (with the cache's `max_len`), its name and prompt.
 struct Plan {
@@ -502,7 +462,7 @@ fn main_inner(args: Args) -> TpResult<()> {
                 dispatch(&mock()?, &plan, dtype)
             }
         },
-        BackendChoice::Only(other) => Err(TpBenchError::Graph(GraphError::Unsupported {
+        BackendChoice::Only(other) => Err(CliError::Graph(GraphError::Unsupported {
             what: format!("decode_tp runs on cuda (NCCL) or mock: {other} has no collectives"),
         })),
     }
