@@ -710,3 +710,62 @@ fn the_driver_refuses_views_that_do_not_fit_their_memory_or_their_call() {
     b.synchronize().unwrap();
     assert_eq!(b.download(&x).unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
 }
+
+/// A store that can be switched off: every call then fails as a store nobody can reach does.
+#[derive(Debug, Clone, Default)]
+struct SwitchedStore {
+    inner: MemoryStore,
+    down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SwitchedStore {
+    fn up(&self) -> Result<()> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(GraphError::StoreUnavailable {
+                store: "switched".to_owned(),
+                reason: "switched off by the test".to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Store for SwitchedStore {
+    fn set(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.up()?;
+        self.inner.set(key, value)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.up()?;
+        self.inner.get(key)
+    }
+    fn delete(&self, key: &str) -> Result<()> {
+        self.up()?;
+        self.inner.delete(key)
+    }
+    fn set_if_absent(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.up()?;
+        self.inner.set_if_absent(key, value)
+    }
+}
+
+#[test]
+fn a_store_gone_during_a_barrier_makes_the_communicator_unusable() {
+    let b = MockBackend::new();
+    let store = SwitchedStore::default();
+    let comm = comm(&b, store.clone(), 0, 1, Duration::from_secs(10)).unwrap();
+    comm.barrier().unwrap();
+    store.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    let gone = comm.barrier();
+    assert!(
+        matches!(gone, Err(GraphError::StoreUnavailable { .. })),
+        "{gone:?}"
+    );
+    // Back up, the barrier counts of the ranks no longer agree: the communicator stays unusable.
+    store.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let after = comm.barrier();
+    assert!(
+        matches!(after, Err(GraphError::CommUnusable { .. })),
+        "{after:?}"
+    );
+}

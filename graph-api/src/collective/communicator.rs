@@ -372,12 +372,16 @@ impl<B: Backend> Communicator<B> {
     }
 
     /// Waits (bounded by the timeout) until every rank calls `barrier`. It touches no device:
-    /// it may be called during a capture. A timeout makes the communicator unusable (the
-    /// ranks' barrier counts no longer agree).
+    /// it may be called during a capture. A timeout, or the store becoming unreachable
+    /// (`StoreUnavailable`), makes the communicator unusable: the ranks' barrier counts no
+    /// longer agree.
     pub fn barrier(&self) -> Result<()> {
         self.device.check_usable()?;
         self.control.barrier("barrier").inspect_err(|e| {
-            if matches!(e, GraphError::CommTimeout { .. }) {
+            if matches!(
+                e,
+                GraphError::CommTimeout { .. } | GraphError::StoreUnavailable { .. }
+            ) {
                 self.abort(&e.to_string());
             }
         })
