@@ -157,58 +157,20 @@ impl<D: Driver> DriverBackend<D> {
         let _origin = origin.as_ref().map(|origin| origin.settled()).transpose()?;
         let decided_by_record = !(joined_before || event.options.external);
         let forked = target.clone().filter(|entry| entry.join(&stream.inner));
-        let call = match event.linked() {
-            Ok(call) => call,
-            Err(e) => {
-                if let Some(entry) = &forked {
-                    entry.leave(&stream.inner);
-                }
-                return Err(e);
-            }
-        };
-        // A conditional body's graph is a capture of its own in the driver, with no edge to
-        // work outside it: a wait inside a body on any other record (eager, in the enclosing
-        // graph, in another body), or a wait outside a body on a record made in one, would
-        // merge two captures. The driver refuses that and invalidates the captures, and the
-        // CUDA driver then faults ending or destroying them. Refused here, before the driver;
-        // the captures go on.
-        if let Err(e) = same_graph_rule(shared, &member_of, &stream, &call) {
-            drop(call);
-            if let Some(entry) = &forked {
-                entry.leave(&stream.inner);
-            }
-            return Err(e);
-        }
-        // The fork was decided by where the event was last recorded, read before the event
-        // was held for the driver's wait: a record another thread made in between would have
-        // the driver wait on another record (fork from another capture, or from none) than
-        // this layer joined the stream to.
-        let recorded_now = call.capture();
-        let same_record = match (&target, &recorded_now) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        if decided_by_record && !same_record {
-            drop(call);
-            if let Some(entry) = &forked {
-                entry.leave(&stream.inner);
-            }
-            return Ok(WaitOutcome::Rerecorded);
-        }
-        let waited = shared.check(
-            // SAFETY: a stream this wait forks into a capture has joined that capture's entry
-            // above (membership recorded), so the ops this layer issues on it are kept alive
-            // by the capture's graph.
-            unsafe { shared.driver.wait_event(&stream.inner.raw, &event.raw) },
-            CallSite::op("wait_event"),
+        let waited = Self::wait_in_driver(
+            shared,
+            event,
+            &member_of,
+            &stream,
+            target.as_ref(),
+            decided_by_record,
         );
-        drop(call);
-        if let Err(e) = waited {
+        if !matches!(waited, Ok(WaitOutcome::Done)) {
+            // The stream joined the capture for this wait only.
             if let Some(entry) = &forked {
                 entry.leave(&stream.inner);
             }
-            return Err(e);
+            return waited;
         }
         if let Some(entry) = &member_of
             && event.options.external
@@ -242,6 +204,48 @@ impl<D: Driver> DriverBackend<D> {
                 let _ = entry.join(&stream.inner);
             }
         }
+        Ok(WaitOutcome::Done)
+    }
+
+    /// The driver's wait of [`DriverBackend::wait_event_once`], with the event held: refused
+    /// where it would join graphs the driver cannot join, skipped
+    /// ([`WaitOutcome::Rerecorded`]) where the event's record is no longer the one the fork
+    /// was decided by (`target`, when `decided_by_record`).
+    fn wait_in_driver(
+        shared: &Shared<D>,
+        event: &DriverEvent<D>,
+        member_of: &Option<Arc<CaptureEntry<D>>>,
+        stream: &DriverStream<D>,
+        target: Option<&Arc<CaptureEntry<D>>>,
+        decided_by_record: bool,
+    ) -> Result<WaitOutcome> {
+        let call = event.linked()?;
+        // A conditional body's graph is a capture of its own in the driver, with no edge to
+        // work outside it: a wait inside a body on any other record (eager, in the enclosing
+        // graph, in another body), or a wait outside a body on a record made in one, would
+        // merge two captures. The driver refuses that and invalidates the captures, and the
+        // CUDA driver then faults ending or destroying them. Refused here, before the driver;
+        // the captures go on.
+        same_graph_rule(shared, member_of, stream, &call)?;
+        // The fork was decided by where the event was last recorded, read before the event
+        // was held for the driver's wait: a record another thread made in between would have
+        // the driver wait on another record (fork from another capture, or from none) than
+        // this layer joined the stream to.
+        let same_record = match (target, call.capture()) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, &b),
+            (None, None) => true,
+            _ => false,
+        };
+        if decided_by_record && !same_record {
+            return Ok(WaitOutcome::Rerecorded);
+        }
+        shared.check(
+            // SAFETY: a stream this wait forks into a capture has joined that capture's entry
+            // (membership recorded) before this call, so the ops this layer issues on it are
+            // kept alive by the capture's graph.
+            unsafe { shared.driver.wait_event(&stream.inner.raw, &event.raw) },
+            CallSite::op("wait_event"),
+        )?;
         Ok(WaitOutcome::Done)
     }
 
@@ -1119,22 +1123,24 @@ fn same_graph_rule<D: Driver>(
     call: &crate::event::LinkedCall<'_, D>,
 ) -> Result<()> {
     let recorded_in = call.capture();
-    let recorded_in_body = recorded_in.as_ref().is_some_and(|entry| {
-        matches!((call.graph(), entry.recorded().top_graph), (Some(g), Some(top)) if g != top)
-    });
+    let recorded_in_body = recorded_in
+        .as_ref()
+        .is_some_and(|entry| entry.recorded().is_body_graph(call.graph()));
+    // One question to the driver: where the waiting stream captures now.
+    let stream_graph = member_of
+        .as_ref()
+        .and_then(|_| editing::capture_graph(shared, stream));
     let waits_in_body = member_of
         .as_ref()
-        .is_some_and(|entry| editing::in_body(shared, entry, stream));
+        .is_some_and(|entry| editing::in_body_at(entry, stream, stream_graph));
     if !recorded_in_body && !waits_in_body {
         return Ok(());
     }
-    let stream_graph = editing::capture_graph(shared, stream);
-    let same_body = match (member_of, &recorded_in) {
-        (Some(waiter), Some(recorder)) => {
-            Arc::ptr_eq(waiter, recorder) && call.graph().is_some() && call.graph() == stream_graph
-        }
-        _ => false,
-    };
+    let same_body = matches!(
+        (member_of, &recorded_in),
+        (Some(waiter), Some(recorder)) if Arc::ptr_eq(waiter, recorder)
+    ) && call.graph().is_some()
+        && call.graph() == stream_graph;
     if same_body {
         return Ok(());
     }

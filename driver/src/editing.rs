@@ -564,6 +564,12 @@ impl<D: Driver> Recorded<D> {
     fn body_stream(&self, stream: u64) -> bool {
         self.bodies.contains(&stream)
     }
+
+    /// Whether `graph` (a driver's graph number) is one of a conditional body's: any graph of
+    /// the capture but its own.
+    pub(crate) fn is_body_graph(&self, graph: Option<u64>) -> bool {
+        matches!((graph, self.top_graph), (Some(g), Some(top)) if g != top)
+    }
 }
 
 /// Whether `stream` captures into a conditional node's body of `entry`'s capture: a body's own
@@ -573,10 +579,17 @@ pub(crate) fn in_body<D: Driver>(
     entry: &CaptureEntry<D>,
     stream: &DriverStream<D>,
 ) -> bool {
-    let graph = capture_graph(shared, stream);
+    in_body_at(entry, stream, capture_graph(shared, stream))
+}
+
+/// [`in_body`] for a stream the driver said captures into `graph` now.
+pub(crate) fn in_body_at<D: Driver>(
+    entry: &CaptureEntry<D>,
+    stream: &DriverStream<D>,
+    graph: Option<u64>,
+) -> bool {
     let recorded = entry.recorded();
-    recorded.body_stream(stream.inner.key)
-        || matches!((graph, recorded.top_graph), (Some(g), Some(top)) if g != top)
+    recorded.body_stream(stream.inner.key) || recorded.is_body_graph(graph)
 }
 
 /// The driver's number of the graph `stream` captures into now (a capture's own or a
