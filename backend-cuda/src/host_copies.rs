@@ -5,8 +5,6 @@
 //! long after the vector was freed. Nothing keeps pageable memory alive for a graph, so such a
 //! capture is refused at its end rather than replayed into a silent wrong answer.
 
-use std::ptr;
-
 use accel_graph_api::GraphError;
 use accel_graph_driver::{DriverError, DriverResult};
 use cudarc::driver::sys;
@@ -16,23 +14,7 @@ use crate::error::check;
 /// `Err(CaptureInvalidated)` naming the first copy node of `graph` (its top level) that reads
 /// or writes pageable host memory.
 pub(crate) fn refuse_pageable_copies(graph: sys::CUgraph) -> DriverResult<()> {
-    let mut count = 0usize;
-    // SAFETY: counting query on a live graph.
-    let rc = unsafe { sys::cuGraphGetNodes(graph, ptr::null_mut(), &mut count) };
-    check(rc, "cuGraphGetNodes")?;
-    if count == 0 {
-        return Ok(());
-    }
-    let mut nodes = vec![ptr::null_mut(); count];
-    // SAFETY: `nodes` has room for `count` handles.
-    let rc = unsafe { sys::cuGraphGetNodes(graph, nodes.as_mut_ptr(), &mut count) };
-    check(rc, "cuGraphGetNodes")?;
-    nodes.truncate(count);
-    for node in nodes {
-        let mut kind = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
-        // SAFETY: `node` belongs to the live graph.
-        let rc = unsafe { sys::cuGraphNodeGetType(node, &mut kind) };
-        check(rc, "cuGraphNodeGetType")?;
+    for (node, kind) in crate::topology::graph_nodes(graph)? {
         if kind != sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEMCPY {
             continue;
         }

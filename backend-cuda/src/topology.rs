@@ -60,28 +60,43 @@ fn label_of(node: sys::CUgraphNode, kind: NodeKind) -> String {
     }
 }
 
-/// Nodes (in the driver's order) and dependency edges of `graph`.
-pub(crate) fn read_topology(graph: sys::CUgraph) -> DriverResult<GraphTopology> {
+/// The nodes of `graph` (its top level, in the driver's order), each with its type.
+pub(crate) fn graph_nodes(
+    graph: sys::CUgraph,
+) -> DriverResult<Vec<(sys::CUgraphNode, sys::CUgraphNodeType)>> {
     let mut count = 0usize;
     // SAFETY: counting query on a live graph.
     let rc = unsafe { sys::cuGraphGetNodes(graph, ptr::null_mut(), &mut count) };
     check(rc, "cuGraphGetNodes")?;
-    let mut topo = GraphTopology::default();
     if count == 0 {
         // The driver rejects a node array for an empty graph.
-        return Ok(topo);
+        return Ok(Vec::new());
     }
     let mut nodes = vec![ptr::null_mut(); count];
     // SAFETY: `nodes` has room for `count` handles.
     let rc = unsafe { sys::cuGraphGetNodes(graph, nodes.as_mut_ptr(), &mut count) };
     check(rc, "cuGraphGetNodes")?;
     nodes.truncate(count);
+    nodes
+        .into_iter()
+        .map(|node| {
+            let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+            // SAFETY: `node` belongs to the live graph.
+            let rc = unsafe { sys::cuGraphNodeGetType(node, &mut t) };
+            check(rc, "cuGraphNodeGetType").map(|()| (node, t))
+        })
+        .collect()
+}
+
+/// Nodes (in the driver's order) and dependency edges of `graph`.
+pub(crate) fn read_topology(graph: sys::CUgraph) -> DriverResult<GraphTopology> {
+    let nodes = graph_nodes(graph)?;
+    let mut topo = GraphTopology::default();
+    if nodes.is_empty() {
+        return Ok(topo);
+    }
     let mut index = HashMap::with_capacity(nodes.len());
-    for &node in &nodes {
-        let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
-        // SAFETY: `node` belongs to the live graph.
-        let rc = unsafe { sys::cuGraphNodeGetType(node, &mut t) };
-        check(rc, "cuGraphNodeGetType")?;
+    for &(node, t) in &nodes {
         let kind = kind_of(t);
         let id = topo.add_node(kind, label_of(node, kind));
         index.insert(node as usize, id);

@@ -17,14 +17,12 @@ accel_graph_driver::native_graph_types! {
 impl DriverGraphs for HipDevice {
     type Exec = HGraphExec;
 
-    /// The flags hold without being passed: auto-free-on-launch would have nothing to free
-    /// (the captured work allocates nothing in stream order; its memory comes from the
-    /// backend's pools) and HIP 5.2 has no node priorities (device launch is refused by the
-    /// driver layer).
+    /// Auto-free-on-launch is passed: graph allocations (a user's `hipMallocAsync` on a
+    /// capturing stream; the backend's own come from its pools) left unfreed by the last
+    /// launch are freed by the next, as on CUDA. Node priorities hold without being passed
+    /// (HIP 5.2 has none); device launch is refused by the driver layer.
     fn instantiate(&self, graph: &HGraph, flags: InstantiateFlags) -> DriverResult<HGraphExec> {
         let mut raw = std::ptr::null_mut();
-        // Graph allocations (a user's `hipMallocAsync` on a capturing stream) left unfreed by
-        // the last launch are freed by the next, as on CUDA. HIP has no node priorities.
         let native = if flags.auto_free_on_launch {
             ffi::GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH
         } else {
