@@ -24,6 +24,7 @@ use accel_graph_api::{
     GraphError,
     collective::{
         COMM_ID_BYTES, CollectiveSignature, CommId, MAX_WORLD_SIZE, collective_reference,
+        deadline_after,
     },
 };
 use accel_graph_driver::{
@@ -123,17 +124,8 @@ impl RankState {
     ) -> Result<Vec<u8>, GraphError> {
         let world = &self.world;
         let started = Instant::now();
-        // A timeout of `Duration::MAX` waits as long as it takes: the latest deadline the
-        // platform represents, not an overflow.
-        let deadline = started.checked_add(self.timeout).unwrap_or_else(|| {
-            let mut left = self.timeout;
-            loop {
-                left /= 2;
-                if let Some(deadline) = started.checked_add(left) {
-                    break deadline;
-                }
-            }
-        });
+        // A timeout of `Duration::MAX` waits as long as it takes.
+        let deadline = deadline_after(started, self.timeout);
         let mut state = world.lock();
         state
             .slots

@@ -46,6 +46,6 @@ pub use control::{ControlPlane, MAX_WORLD_SIZE};
 pub use id::{COMM_ID_BYTES, CommId};
 pub use launch::{LaunchEnv, LaunchStore};
 pub use reference::collective_reference;
-pub use store::{FileStore, MemoryStore, Store};
+pub use store::{FileStore, MemoryStore, Store, deadline_after};
 pub use tcp_store::{TcpStore, TcpStoreOptions};
 pub use types::{Collective, CollectiveSignature, CommDType, CommElement, ReduceOp};

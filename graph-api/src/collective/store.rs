@@ -106,8 +106,18 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 }
 
 /// `start + timeout`, or the latest instant short of it the platform represents: a timeout
-/// of [`Duration::MAX`] means "wait as long as it takes", not an overflow.
-pub(crate) fn deadline_after(start: Instant, timeout: Duration) -> Instant {
+/// of [`Duration::MAX`] means "wait as long as it takes", not an overflow. Every wait of the
+/// collectives (the stores, the control plane, a backend's simulated collectives) takes its
+/// deadline from here.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use accel_graph_api::collective::deadline_after;
+/// let now = Instant::now();
+/// assert_eq!(deadline_after(now, Duration::from_secs(1)), now + Duration::from_secs(1));
+/// assert!(deadline_after(now, Duration::MAX) > now);
+/// ```
+pub fn deadline_after(start: Instant, timeout: Duration) -> Instant {
     let mut left = timeout;
     loop {
         if let Some(deadline) = start.checked_add(left) {
