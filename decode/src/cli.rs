@@ -1,7 +1,17 @@
-//! The command-line pieces the engine's binaries share: the backend choice, the element
-//! type, logging, and the quantiles of timed steps.
+//! The command-line pieces the engine's binaries share: the backend choice, the model (a
+//! preset or a weight dump) and its element type, logging, the quantiles of timed steps and
+//! the binaries' error type.
+
+use std::path::PathBuf;
 
 use accel_graph::{BackendChoice, BackendKind, GraphError, Result};
+
+use crate::{
+    Config, DecodeElement,
+    dump::{self, DumpHeader},
+    init::prompt,
+    model::HostWeights,
+};
 
 /// `--backend` values: `mock`, `cuda`, `hip`, `wgpu`, or `auto` (the best one that works here).
 #[derive(Debug, Clone, clap::Args)]
@@ -139,4 +149,114 @@ pub enum CliError {
 /// ```
 pub fn bad(message: impl Into<String>) -> CliError {
     CliError::Graph(GraphError::ArgumentMismatch(message.into()))
+}
+
+/// The model a binary runs: a preset with seeded random weights, or a weight dump
+/// (`decode_bench --dump-weights`), with its fixed prompt.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// Model preset: tiny, small (0.35 B parameters) or medium (1.45 B). Ignored with --weights.
+    #[arg(long, default_value = "small")]
+    pub config: String,
+    /// Element type of weights, activations and cache (default bf16, or the dump's).
+    #[arg(long, value_enum)]
+    pub dtype: Option<Dtype>,
+    /// Seed of the random weights and prompts.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Run the model of this weight dump (its config and dtype) instead of a preset's.
+    #[arg(long)]
+    pub weights: Option<PathBuf>,
+    /// Tokens of the fixed prompt (when not from a dump).
+    #[arg(long, default_value_t = 16)]
+    pub prompt_len: usize,
+}
+
+/// The model [`ModelArgs`] name: its sizes, its name and its fixed prompt.
+#[derive(Debug, Clone)]
+pub struct ModelChoice {
+    /// The model's sizes (the cache's `max_len` as the preset or the dump has it).
+    pub config: Config,
+    /// The preset's name (the dump's preset, or `dump`).
+    pub name: String,
+    /// The fixed prompt: the dump's, else the seed's.
+    pub prompt: Vec<u32>,
+}
+
+impl ModelArgs {
+    /// The header of `--weights`, if given.
+    pub fn header(&self) -> std::result::Result<Option<DumpHeader>, CliError> {
+        Ok(self.weights.as_deref().map(dump::read_header).transpose()?)
+    }
+
+    /// The element type: `--dtype`, which must be the dump's if there is one; else bf16.
+    pub fn dtype(&self, header: Option<&DumpHeader>) -> Result<Dtype> {
+        match header {
+            Some(h) => Dtype::of_dump(&h.dtype, self.dtype),
+            None => Ok(self.dtype.unwrap_or(Dtype::Bf16)),
+        }
+    }
+
+    /// The prompt of `--prompt-len` tokens the seed makes for a model of `config`.
+    pub fn seeded_prompt(&self, config: &Config) -> Vec<u32> {
+        prompt(self.seed, 0, self.prompt_len, config.vocab as u32)
+    }
+
+    /// The dump's model (`header`), or the preset's.
+    ///
+    /// ```
+    /// use accel_graph_decode::cli::ModelArgs;
+    /// let args = ModelArgs {
+    ///     config: "tiny".to_owned(),
+    ///     dtype: None,
+    ///     seed: 1,
+    ///     weights: None,
+    ///     prompt_len: 4,
+    /// };
+    /// let model = args.resolve(None)?;
+    /// assert_eq!((model.name.as_str(), model.prompt.len()), ("tiny", 4));
+    /// # Ok::<(), accel_graph::GraphError>(())
+    /// ```
+    pub fn resolve(&self, header: Option<&DumpHeader>) -> Result<ModelChoice> {
+        Ok(match header {
+            Some(h) => ModelChoice {
+                config: h.config,
+                name: h.info.preset.clone().unwrap_or_else(|| "dump".to_owned()),
+                prompt: if h.info.prompt.is_empty() {
+                    self.seeded_prompt(&h.config)
+                } else {
+                    h.info.prompt.clone()
+                },
+            },
+            None => {
+                let config = Config::preset(&self.config)?;
+                ModelChoice {
+                    prompt: self.seeded_prompt(&config),
+                    name: self.config.clone(),
+                    config,
+                }
+            }
+        })
+    }
+
+    /// The weights of a model of `config`: the dump's (whose sizes must still be `config`'s,
+    /// but for how long the cache is and how attention is chunked), else the seed's.
+    pub fn host_weights<T: DecodeElement>(
+        &self,
+        config: &Config,
+    ) -> std::result::Result<HostWeights<T>, CliError> {
+        let Some(dir) = &self.weights else {
+            return Ok(HostWeights::random(config, self.seed));
+        };
+        let (header, weights) = dump::read::<T>(dir)?;
+        let read = Config {
+            max_len: config.max_len,
+            attention_chunk: config.attention_chunk,
+            ..header.config
+        };
+        if read != *config {
+            return Err(bad("the dump's config changed while it was read"));
+        }
+        Ok(weights)
+    }
 }

@@ -44,8 +44,8 @@ use std::{
 use accel_graph::{Backend, BackendJob, GraphError, Result, half::bf16};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
-    cli::{BackendArg, CliError, Dtype, bad, init_logging, quantile},
-    dump::{self, DumpInfo},
+    cli::{BackendArg, CliError, Dtype, ModelArgs, ModelChoice, bad, init_logging, quantile},
+    dump::{self, DumpHeader, DumpInfo},
     init::prompt,
     model::{HostWeights, KvCache, StepBuffers, Tensor},
 };
@@ -72,18 +72,8 @@ enum Phase {
 struct Args {
     #[command(flatten)]
     backend: BackendArg,
-    /// Model preset: tiny, small (0.35 B parameters) or medium (1.45 B). Ignored with --weights.
-    #[arg(long, default_value = "small")]
-    config: String,
-    /// Element type of weights, activations and cache (default bf16, or the dump's).
-    #[arg(long, value_enum)]
-    dtype: Option<Dtype>,
-    /// Seed of the random weights and prompts.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Run the model of this weight dump (its config and dtype) instead of a preset's.
-    #[arg(long)]
-    weights: Option<PathBuf>,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Write the model's weight dump into this directory and exit.
     #[arg(long)]
     dump_weights: Option<PathBuf>,
@@ -123,9 +113,6 @@ struct Args {
     /// Greedy tokens generated after the prompt in the tokens phase.
     #[arg(long, default_value_t = 32)]
     tokens: usize,
-    /// Tokens of the fixed prompt (when not from a dump).
-    #[arg(long, default_value_t = 16)]
-    prompt_len: usize,
     /// Write the logits of every prompt step of the tokens phase here (raw little-endian f32).
     #[arg(long)]
     dump_logits: Option<PathBuf>,
@@ -156,22 +143,12 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(args: Args, header: Option<dump::DumpHeader>) -> BenchResult<Self> {
-        let (mut config, name, prompt) = match header {
-            Some(h) => {
-                let name = h.info.preset.clone().unwrap_or_else(|| "dump".to_owned());
-                let prompt = if h.info.prompt.is_empty() {
-                    prompt_of(&args, &h.config)
-                } else {
-                    h.info.prompt.clone()
-                };
-                (h.config, name, prompt)
-            }
-            None => {
-                let config = Config::preset(&args.config)?;
-                (config, args.config.clone(), prompt_of(&args, &config))
-            }
-        };
+    fn new(args: Args, header: Option<&DumpHeader>) -> BenchResult<Self> {
+        let ModelChoice {
+            mut config,
+            name,
+            prompt,
+        } = args.model.resolve(header)?;
         if args.batches.is_empty() || args.batches.contains(&0) || args.context == 0 {
             return Err(bad(
                 "--batches must be at least 1 each, --context at least 1",
@@ -198,10 +175,6 @@ impl Plan {
             prompt,
         })
     }
-}
-
-fn prompt_of(args: &Args, config: &Config) -> Vec<u32> {
-    prompt(args.seed, 0, args.prompt_len, config.vocab as u32)
 }
 
 struct Job {
@@ -234,21 +207,7 @@ fn show(v: Option<usize>) -> String {
 fn run<B: Backend, T: DecodeElement>(backend: &B, plan: &Plan) -> BenchResult<()> {
     let (args, config) = (&plan.args, &plan.config);
     let start = Instant::now();
-    let host: HostWeights<T> = match &args.weights {
-        Some(dir) => {
-            let (header, weights) = dump::read::<T>(dir)?;
-            let read = Config {
-                max_len: config.max_len,
-                attention_chunk: config.attention_chunk,
-                ..header.config
-            };
-            if read != *config {
-                return Err(bad("the dump's config changed while it was read"));
-            }
-            weights
-        }
-        None => HostWeights::random(config, args.seed),
-    };
+    let host: HostWeights<T> = args.model.host_weights(config)?;
     println!(
         "model impl=accel config={} dtype={} params={} weight_bytes={} layers={} hidden={} \
          heads={} kv_heads={} head_dim={} intermediate={} vocab={} max_len={} \
@@ -396,7 +355,7 @@ fn bench<B: Backend, T: DecodeElement>(
     let prompts: Vec<Vec<u32>> = (0..largest)
         .map(|s| {
             prompt(
-                args.seed ^ 0xfeed,
+                args.model.seed ^ 0xfeed,
                 s as u64,
                 args.context,
                 config.vocab as u32,
@@ -513,14 +472,14 @@ fn tokens<B: Backend, T: DecodeElement>(
 /// `--dump-weights DIR`: the model of the preset, dtype and seed, generated tensor by tensor
 /// on the host and written as it goes.
 fn dump_weights(args: &Args, dir: &Path) -> BenchResult<()> {
-    let config = Config::preset(&args.config)?;
+    let config = Config::preset(&args.model.config)?;
     let info = DumpInfo::new()
-        .preset(args.config.clone())
-        .seed(args.seed)
-        .prompt(prompt_of(args, &config));
+        .preset(args.model.config.clone())
+        .seed(args.model.seed)
+        .prompt(args.model.seeded_prompt(&config));
     let start = Instant::now();
-    let seed = args.seed;
-    let header = match args.dtype.unwrap_or(Dtype::Bf16) {
+    let seed = args.model.seed;
+    let header = match args.model.dtype.unwrap_or(Dtype::Bf16) {
         Dtype::F32 => dump::write_with(dir, &config, &info, |t: Tensor| {
             Ok::<_, GraphError>(t.random::<f32>(&config, seed))
         })?,
@@ -530,7 +489,7 @@ fn dump_weights(args: &Args, dir: &Path) -> BenchResult<()> {
     };
     println!(
         "dump impl=accel config={} dtype={} dir={} tensors={} data_bytes={} seconds={:.3}",
-        args.config,
+        args.model.config,
         header.dtype,
         dir.display(),
         header.tensors.len(),
@@ -544,16 +503,10 @@ fn main_inner(args: Args) -> BenchResult<()> {
     if let Some(dir) = &args.dump_weights {
         return dump_weights(&args, dir);
     }
-    let header = match &args.weights {
-        Some(dir) => Some(dump::read_header(dir)?),
-        None => None,
-    };
-    let dtype = match &header {
-        Some(h) => Dtype::of_dump(&h.dtype, args.dtype)?,
-        None => args.dtype.unwrap_or(Dtype::Bf16),
-    };
+    let header = args.model.header()?;
+    let dtype = args.model.dtype(header.as_ref())?;
     let choice = args.backend.choice()?;
-    let plan = Plan::new(args, header)?;
+    let plan = Plan::new(args, header.as_ref())?;
     accel_graph::run_on(choice, Job { plan, dtype })?
 }
 

@@ -33,7 +33,6 @@
 //! token).
 
 use std::{
-    path::PathBuf,
     process::ExitCode,
     sync::atomic::{AtomicU32, Ordering},
     time::{Duration, Instant},
@@ -48,8 +47,8 @@ use accel_graph::{
 };
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
-    cli::{BackendArg, CliError, Dtype, bad, init_logging, quantile},
-    dump,
+    cli::{BackendArg, CliError, Dtype, ModelArgs, ModelChoice, bad, init_logging, quantile},
+    dump::DumpHeader,
     init::prompt,
     model::HostWeights,
     tp::TpThreads,
@@ -64,21 +63,11 @@ use clap::Parser;
 struct Args {
     #[command(flatten)]
     backend: BackendArg,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Ranks (devices 0..N).
     #[arg(long, default_value_t = 2)]
     tp: usize,
-    /// Model preset: tiny, small (0.35 B parameters) or medium (1.45 B). Ignored with --weights.
-    #[arg(long, default_value = "small")]
-    config: String,
-    /// Element type of weights, activations and cache (default bf16, or the dump's).
-    #[arg(long, value_enum)]
-    dtype: Option<Dtype>,
-    /// Seed of the random weights and prompts.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Run the model of this weight dump (its config and dtype) instead of a preset's.
-    #[arg(long)]
-    weights: Option<PathBuf>,
     /// Batch sizes (each a bucket), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
     batches: Vec<usize>,
@@ -97,9 +86,6 @@ struct Args {
     /// Greedy tokens generated after the prompt.
     #[arg(long, default_value_t = 32)]
     tokens: usize,
-    /// Tokens of the fixed prompt (when not from a dump).
-    #[arg(long, default_value_t = 16)]
-    prompt_len: usize,
     /// Longest wait, in seconds, for another rank (joining, a collective on the mock).
     #[arg(long, default_value_t = 300)]
     timeout: u64,
@@ -120,23 +106,12 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(args: Args, header: Option<dump::DumpHeader>) -> TpResult<Self> {
-        let prompt_of = |c: &Config| prompt(args.seed, 0, args.prompt_len, c.vocab as u32);
-        let (mut config, name, prompt) = match header {
-            Some(h) => {
-                let name = h.info.preset.clone().unwrap_or_else(|| "dump".to_owned());
-                let prompt = if h.info.prompt.is_empty() {
-                    prompt_of(&h.config)
-                } else {
-                    h.info.prompt.clone()
-                };
-                (h.config, name, prompt)
-            }
-            None => {
-                let config = Config::preset(&args.config)?;
-                (config, args.config.clone(), prompt_of(&config))
-            }
-        };
+    fn new(args: Args, header: Option<&DumpHeader>) -> TpResult<Self> {
+        let ModelChoice {
+            mut config,
+            name,
+            prompt,
+        } = args.model.resolve(header)?;
         let mut batches = args.batches.clone();
         batches.sort_unstable();
         batches.dedup();
@@ -203,7 +178,7 @@ fn measure<B: Backend, T: DecodeElement>(
         let prompts: Vec<Vec<u32>> = (0..largest)
             .map(|s| {
                 prompt(
-                    args.seed ^ 0xfeed,
+                    args.model.seed ^ 0xfeed,
                     s as u64,
                     args.context,
                     plan.config.vocab as u32,
@@ -348,20 +323,7 @@ fn compare<T: DecodeElement>(plan: &Plan, one: &Measured, split: &[Measured]) ->
 fn run<B: Backend, T: DecodeElement>(backends: &[B], plan: &Plan) -> TpResult<()> {
     let (args, config) = (&plan.args, plan.config);
     let start = Instant::now();
-    let host: HostWeights<T> = match &args.weights {
-        Some(dir) => {
-            let (header, weights) = dump::read::<T>(dir)?;
-            let read = Config {
-                max_len: config.max_len,
-                ..header.config
-            };
-            if read != config {
-                return Err(bad("the dump's config changed while it was read"));
-            }
-            weights
-        }
-        None => HostWeights::random(&config, args.seed),
-    };
+    let host: HostWeights<T> = args.model.host_weights(&config)?;
     let first = &backends[0];
     println!(
         "model impl=accel tp={} config={} dtype={} params={} layers={} hidden={} heads={} \
@@ -432,16 +394,10 @@ fn dispatch<B: Backend>(backends: &[B], plan: &Plan, dtype: Dtype) -> TpResult<(
 }
 
 fn main_inner(args: Args) -> TpResult<()> {
-    let header = match &args.weights {
-        Some(dir) => Some(dump::read_header(dir)?),
-        None => None,
-    };
-    let dtype = match &header {
-        Some(h) => Dtype::of_dump(&h.dtype, args.dtype)?,
-        None => args.dtype.unwrap_or(Dtype::Bf16),
-    };
+    let header = args.model.header()?;
+    let dtype = args.model.dtype(header.as_ref())?;
     let choice = args.backend.choice()?;
-    let plan = Plan::new(args, header)?;
+    let plan = Plan::new(args, header.as_ref())?;
     let tp = plan.args.tp;
     // The mock's ranks share one simulated capture domain, as CUDA ranks that are threads of
     // one process do.
