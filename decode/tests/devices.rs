@@ -10,7 +10,7 @@ mod common;
 
 use accel_graph::{GraphError, Result, half::bf16};
 use accel_graph_decode::Config;
-use common::{chunked, device_agreement, engine, long, options};
+use common::{chunked, device_agreement, engine, long, odd, options, wide};
 
 #[test]
 fn wgpu_f32_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
@@ -22,13 +22,15 @@ fn wgpu_f32_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
         }
     };
     for batch in [1, 3, 5] {
-        let a = device_agreement::<_, f32>(&b, Config::tiny(), batch, 12)?;
-        eprintln!("wgpu f32 batch {batch}: {a:?}");
-        assert!(a.worst_relative < 1e-4, "batch {batch}: {a:?}");
-        assert!(a.same_tokens >= a.rows - 1, "batch {batch}: {a:?}");
+        for fused_rows in [8, 0] {
+            let a = device_agreement::<_, f32>(&b, Config::tiny(), batch, 12, fused_rows)?;
+            eprintln!("wgpu f32 batch {batch} fused rows {fused_rows}: {a:?}");
+            assert!(a.worst_relative < 1e-4, "batch {batch}: {a:?}");
+            assert!(a.same_tokens >= a.rows - 1, "batch {batch}: {a:?}");
+        }
     }
     // Attention split over chunks (of 16 positions: three chunks in 40 steps).
-    let a = device_agreement::<_, f32>(&b, chunked(), 3, 40)?;
+    let a = device_agreement::<_, f32>(&b, chunked(), 3, 40, 8)?;
     eprintln!("wgpu f32 split attention: {a:?}");
     assert!(a.worst_relative < 1e-4, "split attention: {a:?}");
     assert!(a.same_tokens >= a.rows - 2, "split attention: {a:?}");
@@ -56,19 +58,31 @@ fn cuda_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
             return Ok(());
         }
     };
-    for (config, batch, steps) in [
-        (Config::tiny(), 1, 32),
-        (Config::tiny(), 3, 32),
-        (Config::tiny(), 5, 32),
-        (chunked(), 3, 40),
-        (long(), 3, 400),
+    // Fused rows 8: the small-batch projections (16-byte loads, rows normalized in shared
+    // memory; `wide` normalizes as it reads, `odd` loads one element at a time); 0: cuBLAS.
+    for (config, batch, steps, fused_rows) in [
+        (Config::tiny(), 1, 32, 8),
+        (Config::tiny(), 3, 32, 8),
+        (Config::tiny(), 5, 32, 8),
+        (Config::tiny(), 5, 32, 0),
+        (chunked(), 3, 40, 8),
+        (long(), 3, 400, 8),
+        (long(), 3, 400, 0),
+        (wide(), 8, 12, 8),
+        (odd(), 5, 16, 8),
     ] {
-        let a = device_agreement::<_, f32>(&b, config, batch, steps)?;
-        eprintln!("cuda f32 max_len {} batch {batch}: {a:?}", config.max_len);
+        let a = device_agreement::<_, f32>(&b, config, batch, steps, fused_rows)?;
+        eprintln!(
+            "cuda f32 hidden {} max_len {} batch {batch} fused rows {fused_rows}: {a:?}",
+            config.hidden, config.max_len
+        );
         assert!(a.worst_relative < 1e-4, "f32 batch {batch}: {a:?}");
         assert!(a.same_tokens + 2 >= a.rows, "f32 batch {batch}: {a:?}");
-        let a = device_agreement::<_, bf16>(&b, config, batch, steps)?;
-        eprintln!("cuda bf16 max_len {} batch {batch}: {a:?}", config.max_len);
+        let a = device_agreement::<_, bf16>(&b, config, batch, steps, fused_rows)?;
+        eprintln!(
+            "cuda bf16 hidden {} max_len {} batch {batch} fused rows {fused_rows}: {a:?}",
+            config.hidden, config.max_len
+        );
         assert!(a.worst_relative < 5e-2, "bf16 batch {batch}: {a:?}");
         assert!(
             a.same_tokens * 10 >= a.rows * 9,

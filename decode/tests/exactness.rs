@@ -6,7 +6,7 @@ mod common;
 
 use accel_graph::{Result, half::bf16, mock::MockBackend};
 use accel_graph_decode::{Config, DecodeElement, Engine};
-use common::{SEED, chunked, options, run_engine, run_reference};
+use common::{Run, SEED, chunked, engine_fused, odd, options, run_engine, run_reference, wide};
 
 const STEPS: usize = 32;
 
@@ -14,13 +14,28 @@ fn eager_graphed_and_reference_agree<T: DecodeElement>(batch: usize) -> Result<(
     agree::<T>(Config::tiny(), batch, STEPS)
 }
 
+/// Both forms of the step — the fused small-batch projections and the GEMMs with RMSNorm and
+/// SwiGLU apart — equal the reference.
 fn agree<T: DecodeElement>(config: Config, batch: usize, steps: usize) -> Result<()> {
+    let reference = run_reference::<T>(config, batch, steps);
+    for fused_rows in [8, 0] {
+        agree_with::<T>(config, batch, steps, fused_rows, &reference)?;
+    }
+    Ok(())
+}
+
+fn agree_with<T: DecodeElement>(
+    config: Config,
+    batch: usize,
+    steps: usize,
+    fused_rows: usize,
+    reference: &Run<T>,
+) -> Result<()> {
     let b = MockBackend::new();
-    let mut eager = Engine::<_, T>::random(&b, config, SEED, options().graphs(false))?;
-    let mut graphed = Engine::<_, T>::random(&b, config, SEED, options())?;
+    let mut eager = engine_fused::<_, T>(&b, config, options().graphs(false), fused_rows)?;
+    let mut graphed = engine_fused::<_, T>(&b, config, options(), fused_rows)?;
     let (eager, eager_replays) = run_engine(&mut eager, batch, steps)?;
     let (graphed, replays) = run_engine(&mut graphed, batch, steps)?;
-    let reference = run_reference::<T>(config, batch, steps);
     assert_eq!((eager_replays, replays), (0, steps), "batch {batch}");
     assert_eq!(
         eager.tokens,
@@ -89,7 +104,8 @@ fn attention_split_over_chunks() -> Result<()> {
     // 40 steps over chunks of 16 positions: the sequences' attention spans three chunks, and
     // the flash-decoding kernels (chunks, then their merge) equal the reference.
     let engine = Engine::<_, f32>::random(&MockBackend::new(), chunked(), SEED, options())?;
-    assert_eq!(engine.model().launches_per_step(), 10 * 2 + 4);
+    assert_eq!(engine.model().launches_per_step(3), 10 * 2 + 4);
+    assert_eq!(engine.model().launches_per_step(2), 7 * 2 + 3);
     agree::<f32>(chunked(), 3, 40)?;
     agree::<bf16>(chunked(), 3, 40)?;
     // The split changes the order of the sums only: the one-pass form agrees closely.
@@ -102,4 +118,13 @@ fn attention_split_over_chunks() -> Result<()> {
         .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
     assert!(worst < 1e-5, "{worst}");
     Ok(())
+}
+
+#[test]
+fn rows_too_wide_to_stage_and_sizes_without_wide_loads() -> Result<()> {
+    // On a GPU these take the fused projections' other paths (each element normalized as it
+    // is read; one element per load); on the mock both forms still equal the reference.
+    agree::<f32>(wide(), 2, 3)?;
+    agree::<bf16>(odd(), 5, 8)?;
+    agree::<f32>(odd(), 1, 8)
 }

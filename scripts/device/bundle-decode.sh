@@ -20,7 +20,11 @@ cargo build --release -p accel-graph-decode --features nccl \
 for bin in "${BINS[@]}"; do
   cp "$CARGO_TARGET_DIR/release/$bin" "$BUNDLE/$bin"
 done
-strip "${BINS[@]/#/$BUNDLE/}"
+# The engine's device test (graphed equals eager, both follow the host reference, fused and
+# unfused projections): cargo names it with a hash; stage-tests.py takes its path.
+cargo test --release -p accel-graph-decode --test devices --no-run --message-format=json |
+  python3 scripts/device/stage-tests.py "$BUNDLE" --prefix test-
+strip "${BINS[@]/#/$BUNDLE/}" "$BUNDLE/test-devices"
 cp decode/bench/torch_decode.py decode/bench/summarize_decode.py decode/bench/reference_check.py \
   decode/bench/torch_tp_decode.py decode/bench/summarize_tp.py "$BUNDLE/"
 ls -l "$BUNDLE"

@@ -14,7 +14,9 @@
 #
 # Settings (environment): ROUNDS (3), CONFIGS ("small medium"), CONTEXT (512), BATCHES
 # (1,2,4,8,16,32,64), WARMUP (20), BENCH_STEPS (200, graphed), EAGER_STEPS (100), TOKENS (32),
-# BANDWIDTH, TORCH_ARGS (more flags for torch_decode.py, e.g. "--gqa repeat"), STEP_TIMEOUT
+# BANDWIDTH, TORCH_ARGS (more flags for torch_decode.py, e.g. "--gqa repeat"), ACCEL_ARGS (more
+# flags for decode_bench, e.g. "--fused-rows 0"), DEVICE_TEST (1: first run the engine's device
+# test, graphed against eager against the host reference, fused and unfused), STEP_TIMEOUT
 # (300 s), BACKEND (cuda; "mock" with CONFIGS=tiny tries the script's flow on any machine). About 4 minutes on one H100 with the defaults.
 # Logs go to $OUT (default ./device-logs): decode.log, decode-summary.txt; non-zero exit if a
 # step failed.
@@ -40,6 +42,7 @@ PROMPT_LEN=16
 NEED=$((CONTEXT + 1 > PROMPT_LEN + TOKENS - 1 ? CONTEXT + 1 : PROMPT_LEN + TOKENS - 1))
 MAX_LEN=$(((NEED + 63) / 64 * 64))
 read -r -a TORCH_EXTRA <<<"${TORCH_ARGS:-}"
+read -r -a ACCEL_EXTRA <<<"${ACCEL_ARGS:-}"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 if [[ -z "${BANDWIDTH:-}" ]]; then
   case "$GPU" in
@@ -67,6 +70,9 @@ step() { # step NAME COMMAND...
   echo "max_len $MAX_LEN; batches $BATCHES; warmup $WARMUP; steps $BENCH_STEPS graphed, $EAGER_STEPS eager"
 } | tee -a "$LOG"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$LOG"
+if [[ "${DEVICE_TEST:-1}" == 1 && "$BACKEND" == cuda ]]; then
+  step device_test "$B/test-devices" --nocapture
+fi
 step torch_version python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
 
 COMMON=(--context "$CONTEXT" --max-len "$MAX_LEN" --batches "$BATCHES" --warmup "$WARMUP"
@@ -78,7 +84,7 @@ done
 for r in $(seq "$ROUNDS"); do
   for cfg in $CONFIGS; do
     step "accel_${cfg}_round$r" "$B/decode_bench" --backend "$BACKEND" --weights "$WEIGHTS/$cfg" "${COMMON[@]}" \
-      --dump-logits "$WEIGHTS/$cfg.logits"
+      --dump-logits "$WEIGHTS/$cfg.logits" "${ACCEL_EXTRA[@]}"
     step "torch_${cfg}_round$r" env PYTHONUNBUFFERED=1 python3 "$B/torch_decode.py" --weights "$WEIGHTS/$cfg" \
       "${COMMON[@]}" --check "$WEIGHTS/$cfg.logits" "${TORCH_EXTRA[@]}"
   done

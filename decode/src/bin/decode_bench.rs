@@ -119,6 +119,10 @@ struct Args {
     /// Positions per chunk of split attention (flash-decoding), instead of the model's.
     #[arg(long)]
     attention_chunk: Option<usize>,
+    /// Steps of at most this many rows take the fused small-batch projections (0: every
+    /// step runs the backend's GEMMs), instead of the model's default.
+    #[arg(long)]
+    fused_rows: Option<usize>,
     /// Print tracing spans (captures, instantiations, warm-ups) as they close.
     #[arg(long)]
     trace: bool,
@@ -143,6 +147,19 @@ struct Plan {
 }
 
 impl Plan {
+    /// The model with `host`'s weights, its fused rows as `--fused-rows` asks.
+    fn model<B: Backend, T: DecodeElement>(
+        &self,
+        backend: &B,
+        host: &HostWeights<T>,
+    ) -> BenchResult<Model<B, T>> {
+        let mut model = Model::from_host(backend, self.config, host)?;
+        if let Some(rows) = self.args.fused_rows {
+            model.set_fused_rows(rows)?;
+        }
+        Ok(model)
+    }
+
     fn new(args: Args, header: Option<&DumpHeader>) -> BenchResult<Self> {
         let ModelChoice {
             mut config,
@@ -211,7 +228,7 @@ fn run<B: Backend, T: DecodeElement>(backend: &B, plan: &Plan) -> BenchResult<()
     println!(
         "model impl=accel config={} dtype={} params={} weight_bytes={} layers={} hidden={} \
          heads={} kv_heads={} head_dim={} intermediate={} vocab={} max_len={} \
-         attention_splits={} backend={} device={} load_seconds={:.3}",
+         attention_splits={} fused_rows={} backend={} device={} load_seconds={:.3}",
         plan.name,
         T::NAME,
         config.num_params(),
@@ -225,6 +242,8 @@ fn run<B: Backend, T: DecodeElement>(backend: &B, plan: &Plan) -> BenchResult<()
         config.vocab,
         config.max_len,
         config.attention_splits(),
+        args.fused_rows
+            .unwrap_or(accel_graph_decode::model::default_fused_rows(config)),
         backend.kind(),
         backend.capabilities().device_name.replace(' ', "_"),
         start.elapsed().as_secs_f64()
@@ -290,7 +309,7 @@ fn startup<B: Backend, T: DecodeElement>(
     host: &HostWeights<T>,
 ) -> BenchResult<()> {
     let sizes = startup_sizes(plan.args.startup_max_batch);
-    let model = Model::from_host(backend, plan.config, host)?;
+    let model = plan.model(backend, host)?;
     warm_up(&model)?;
     let options = EngineOptions::new().buckets(sizes.iter().copied());
     let mut engine = Engine::new(model, options)?;
@@ -348,7 +367,7 @@ fn bench<B: Backend, T: DecodeElement>(
     } else {
         options
     };
-    let model = Model::from_host(backend, *config, host)?;
+    let model = plan.model(backend, host)?;
     let mut engine = Engine::new(model, options)?;
     // Fill `context` positions of every sequence, one token per step at the largest batch.
     let start = Instant::now();
@@ -430,7 +449,7 @@ fn tokens<B: Backend, T: DecodeElement>(
     host: &HostWeights<T>,
 ) -> BenchResult<()> {
     let (args, config) = (&plan.args, &plan.config);
-    let model = Model::from_host(backend, *config, host)?;
+    let model = plan.model(backend, host)?;
     let mut engine = Engine::new(model, EngineOptions::new().buckets([1]).slots(1))?;
     let p = plan.prompt.len();
     let mut logits: Vec<f32> = Vec::new();

@@ -333,7 +333,9 @@ impl<B: Backend, T: DecodeElement> Engine<B, T> {
             weight_bytes: self.model.bytes(),
             cache_bytes: self.cache.bytes(),
             pool_reserved_bytes: self.pool_reserved(),
-            launches_per_step: self.model.launches_per_step(),
+            launches_per_step: self.model.launches_per_step(usize::MAX),
+            fused_rows: self.model.fused_rows(),
+            fused_launches_per_step: self.model.launches_per_step(1),
             buckets: self.buckets.values().map(|b| b.telemetry.clone()).collect(),
         }
     }

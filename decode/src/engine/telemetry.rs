@@ -109,8 +109,13 @@ pub struct Summary {
     pub cache_bytes: usize,
     /// Bytes the shared graph pool holds from the device now.
     pub pool_reserved_bytes: usize,
-    /// Launches per step (kernels and GEMMs).
+    /// Launches per step (kernels and GEMMs) of more than `fused_rows` rows.
     pub launches_per_step: usize,
+    /// Steps of at most this many rows take the fused small-batch projections
+    /// ([`crate::model::Model::fused_rows`]).
+    pub fused_rows: usize,
+    /// Launches per step of at most `fused_rows` rows.
+    pub fused_launches_per_step: usize,
     /// Every bucket that was made (captured, failed or stepped), ascending.
     pub buckets: Vec<BucketTelemetry>,
 }
@@ -157,13 +162,16 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} {}: weights {:.1} MiB, kv cache {:.1} MiB, graph pool {:.1} MiB, {} launches per step",
+            "{} {}: weights {:.1} MiB, kv cache {:.1} MiB, graph pool {:.1} MiB, {} launches per \
+             step ({} up to {} rows)",
             self.backend,
             self.dtype,
             mib(self.weight_bytes),
             mib(self.cache_bytes),
             mib(self.pool_reserved_bytes),
-            self.launches_per_step
+            self.launches_per_step,
+            self.fused_launches_per_step,
+            self.fused_rows
         )?;
         writeln!(
             f,

@@ -23,6 +23,12 @@
 //! residual additions ride on the GEMMs' epilogue (`C = A·Bᵀ + 1·C`): the sum is rounded once,
 //! where PyTorch rounds the projection and then the sum.
 //!
+//! Steps of at most [`Model::fused_rows`] rows ([`default_fused_rows`] unless set) take the small-batch
+//! projections of [`kernels::linear`] instead of the GEMMs: each RMSNorm rides in the
+//! projection after it and SwiGLU in the gate/up projection, six launches per layer (seven
+//! split) and three more per step. They round every value where the unfused step rounds it, so
+//! on the mock both give the same bits.
+//!
 //! Split over ranks ([`Model::tensor_parallel`], [`crate::tp`]), each rank holds its query
 //! and key/value heads and intermediate columns, and each of the two residual GEMMs of a
 //! layer is followed by an all-reduce (sum) of the residual stream on the rank's
@@ -72,7 +78,23 @@ pub use step_buffers::StepBuffers;
 pub use weights::{HostWeights, LayerWeights, Tensor, Weights};
 
 use crate::{Config, DecodeElement};
-use kernels::{Kernels, attention};
+use kernels::{Kernels, attention, linear};
+
+/// The largest step that takes the fused small-batch projections unless
+/// [`Model::set_fused_rows`] says otherwise: 2 for models at most 1,024 wide, else 0 (none).
+/// Measured on an H200 (docs/BENCHMARKS.md): on the narrow model a step is bound by its
+/// launches, and the fused projections (three fewer per layer) take 17 % off a step of one
+/// row and 8 % off one of two; on the 2,048-wide model cuBLAS reads the larger weights faster
+/// and the fused step is 1–20 % slower.
+///
+/// ```
+/// use accel_graph_decode::{Config, model::default_fused_rows};
+/// assert_eq!(default_fused_rows(&Config::small_0_5b()), 2);
+/// assert_eq!(default_fused_rows(&Config::medium_1_5b()), 0);
+/// ```
+pub fn default_fused_rows(config: &Config) -> usize {
+    if config.hidden <= 1024 { 2 } else { 0 }
+}
 
 /// The model on backend `B` with elements `T`: its weights in device memory, its RoPE table
 /// and its kernels (compiled when the model is made, so no capture compiles them).
@@ -83,6 +105,8 @@ pub struct Model<B: Backend, T: DecodeElement> {
     weights: Weights<B::Buffer<T>>,
     rope: B::Buffer<f32>,
     kernels: Arc<Kernels>,
+    /// Steps of at most this many rows take the fused small-batch projections.
+    fused_rows: usize,
     /// On several ranks: this rank's part and the communicator.
     shard: Option<tensor_parallel::Shard<B>>,
 }
@@ -130,8 +154,44 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             config,
             weights,
             kernels,
+            fused_rows: default_fused_rows(&config),
             shard: None,
         })
+    }
+
+    /// Steps of at most this many rows run the fused small-batch projections
+    /// ([`kernels::linear`]); larger ones the backend's GEMM with RMSNorm and SwiGLU apart.
+    /// [`default_fused_rows`] unless set.
+    pub fn fused_rows(&self) -> usize {
+        self.fused_rows
+    }
+
+    /// Sets [`Model::fused_rows`]: 0 runs every step through the GEMMs. At most
+    /// [`kernels::linear::MAX_ROWS`] times 64 (the projections take larger steps two rows
+    /// at a time, re-reading the weights for each two) — past that,
+    /// [`GraphError::ArgumentMismatch`]. Set it before capturing: a captured graph keeps the
+    /// launches it recorded.
+    ///
+    /// ```
+    /// use accel_graph_decode::{Config, model::{Model, default_fused_rows}};
+    /// let b = accel_graph::mock::MockBackend::new();
+    /// let mut model = Model::<_, f32>::random(&b, Config::tiny(), 1)?;
+    /// assert_eq!(model.fused_rows(), default_fused_rows(&Config::tiny()));
+    /// assert_eq!(model.launches_per_step(1), 6 * 2 + 3);
+    /// model.set_fused_rows(0)?;
+    /// assert_eq!(model.launches_per_step(1), 9 * 2 + 4);
+    /// assert!(model.set_fused_rows(100_000).is_err());
+    /// # Ok::<(), accel_graph::GraphError>(())
+    /// ```
+    pub fn set_fused_rows(&mut self, rows: usize) -> Result<()> {
+        let most = linear::MAX_ROWS * 64;
+        if rows > most {
+            return Err(GraphError::ArgumentMismatch(format!(
+                "fused rows {rows}: at most {most}"
+            )));
+        }
+        self.fused_rows = rows;
+        Ok(())
     }
 
     /// The backend.
@@ -176,15 +236,16 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             + self.rope.num_bytes()
     }
 
-    /// Launches issued per step: nine per layer (ten where attention is split over chunks of
-    /// a long cache), four more.
-    pub fn launches_per_step(&self) -> usize {
-        let per_layer = if self.config.attention_splits() > 1 {
-            10
+    /// Launches a step of `rows` rows issues: nine per layer (ten where attention is split
+    /// over chunks of a long cache) and four more; with the fused projections (at most
+    /// [`Model::fused_rows`] rows) six per layer (seven split) and three more.
+    pub fn launches_per_step(&self, rows: usize) -> usize {
+        let split = usize::from(self.config.attention_splits() > 1);
+        if rows <= self.fused_rows {
+            (6 + split) * self.config.layers + 3
         } else {
-            9
-        };
-        per_layer * self.config.layers + 4
+            (9 + split) * self.config.layers + 4
+        }
     }
 
     fn launch(
@@ -216,14 +277,22 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
         let linear = |n: usize, k_dim: usize| Gemm::new(rows, n, k_dim).transpose_b(true);
         // 1 on one device (the residual added in the GEMM's epilogue).
         let residual = self.residual_beta();
+        let fused = rows <= self.fused_rows;
 
         let x = b.alloc::<T>(rows * c.hidden)?;
-        let h = b.alloc::<T>(rows * c.hidden)?;
         let qkv = b.alloc::<T>(rows * c.qkv_dim())?;
         let q = b.alloc::<T>(rows * c.q_dim())?;
         let attn = b.alloc::<T>(rows * c.q_dim())?;
-        let gate_up = b.alloc::<T>(rows * 2 * c.intermediate)?;
         let act = b.alloc::<T>(rows * c.intermediate)?;
+        // The unfused step's normalized rows and gate/up products (none when fused).
+        let unfused = if fused {
+            None
+        } else {
+            Some((
+                b.alloc::<T>(rows * c.hidden)?,
+                b.alloc::<T>(rows * 2 * c.intermediate)?,
+            ))
+        };
         // Long caches: attention split over chunks of positions (flash-decoding).
         let splits = c.attention_splits();
         let partials = if splits > 1 {
@@ -231,17 +300,59 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
         } else {
             None
         };
-        let norm = |out: &B::Buffer<T>, w: &B::Buffer<T>| {
+        // out = rmsnorm(x) · w_norm · Wᵀ (n columns): fused, or RMSNorm then the GEMM.
+        let norm_linear = |out: &B::Buffer<T>, norm: &B::Buffer<T>, w: &B::Buffer<T>, n: usize| {
+            if let Some((h, _)) = &unfused {
+                self.launch(
+                    &k.rmsnorm,
+                    rows_grid,
+                    &[
+                        KernelArg::buffer(h),
+                        KernelArg::buffer(&x),
+                        KernelArg::buffer(norm),
+                        u(rows),
+                        u(c.hidden),
+                        KernelArg::scalar(c.rms_eps),
+                    ],
+                )?;
+                return b.gemm(&linear(n, c.hidden), h, w, out);
+            }
             self.launch(
-                &k.rmsnorm,
-                rows_grid,
+                &k.norm_linear,
+                linear::grid(n, false),
                 &[
                     KernelArg::buffer(out),
                     KernelArg::buffer(&x),
+                    KernelArg::buffer(norm),
+                    KernelArg::buffer(w),
+                    u(rows),
+                    u(n),
+                    u(c.hidden),
+                    KernelArg::scalar(c.rms_eps),
+                ],
+            )
+        };
+        // x = input · Wᵀ + residual · x (k_dim wide input): fused, or the GEMM.
+        let residual_linear = |input: &B::Buffer<T>, w: &B::Buffer<T>, k_dim: usize| {
+            if unfused.is_some() {
+                return b.gemm(
+                    &linear(c.hidden, k_dim).scalars(1.0, residual),
+                    input,
+                    w,
+                    &x,
+                );
+            }
+            self.launch(
+                &k.linear,
+                linear::grid(c.hidden, false),
+                &[
+                    KernelArg::buffer(&x),
+                    KernelArg::buffer(input),
                     KernelArg::buffer(w),
                     u(rows),
                     u(c.hidden),
-                    KernelArg::scalar(c.rms_eps),
+                    u(k_dim),
+                    KernelArg::scalar(residual),
                 ],
             )
         };
@@ -266,8 +377,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             };
             let keys = cache.keys(l).ok_or_else(missing)?;
             let values = cache.values(l).ok_or_else(missing)?;
-            norm(&h, &w.attn_norm)?;
-            b.gemm(&linear(c.qkv_dim(), c.hidden), &h, &w.qkv, &qkv)?;
+            norm_linear(&qkv, &w.attn_norm, &w.qkv, c.qkv_dim())?;
             self.launch(
                 &k.rope_kv,
                 per_row(&k.rope_kv, (c.heads + 2 * c.kv_heads) * c.head_dim / 2),
@@ -334,44 +444,47 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
                     )?;
                 }
             }
-            b.gemm(
-                &linear(c.hidden, c.q_dim()).scalars(1.0, residual),
-                &attn,
-                &w.out,
-                &x,
-            )?;
+            residual_linear(&attn, &w.out, c.q_dim())?;
             self.reduce(&x)?;
-            norm(&h, &w.mlp_norm)?;
-            b.gemm(
-                &linear(2 * c.intermediate, c.hidden),
-                &h,
-                &w.gate_up,
-                &gate_up,
-            )?;
-            self.launch(
-                &k.swiglu,
-                per_row(&k.swiglu, c.intermediate),
-                &[
-                    KernelArg::buffer(&act),
-                    KernelArg::buffer(&gate_up),
-                    u(rows),
-                    u(c.intermediate),
-                ],
-            )?;
-            b.gemm(
-                &linear(c.hidden, c.intermediate).scalars(1.0, residual),
-                &act,
-                &w.down,
-                &x,
-            )?;
+            if let Some((_, gate_up)) = &unfused {
+                norm_linear(gate_up, &w.mlp_norm, &w.gate_up, 2 * c.intermediate)?;
+                self.launch(
+                    &k.swiglu,
+                    per_row(&k.swiglu, c.intermediate),
+                    &[
+                        KernelArg::buffer(&act),
+                        KernelArg::buffer(gate_up),
+                        u(rows),
+                        u(c.intermediate),
+                    ],
+                )?;
+            } else {
+                // The gate rows, then the up rows, of the fused weight.
+                let half = c.intermediate * c.hidden;
+                self.launch(
+                    &k.norm_gate_up,
+                    linear::grid(c.intermediate, true),
+                    &[
+                        KernelArg::buffer(&act),
+                        KernelArg::buffer(&x),
+                        KernelArg::buffer(&w.mlp_norm),
+                        KernelArg::buffer(w.gate_up.view(..half)?),
+                        KernelArg::buffer(w.gate_up.view(half..2 * half)?),
+                        u(rows),
+                        u(c.intermediate),
+                        u(c.hidden),
+                        KernelArg::scalar(c.rms_eps),
+                    ],
+                )?;
+            }
+            residual_linear(&act, &w.down, c.intermediate)?;
             self.reduce(&x)?;
         }
-        norm(&h, &self.weights.final_norm)?;
-        b.gemm(
-            &linear(c.vocab, c.hidden),
-            &h,
-            &self.weights.lm_head,
+        norm_linear(
             io.logits(),
+            &self.weights.final_norm,
+            &self.weights.lm_head,
+            c.vocab,
         )?;
         self.launch(
             &k.argmax,

@@ -9,7 +9,7 @@ use accel_graph::{Backend, Result};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, StepMode, StepRow,
     init::prompt,
-    model::{Reference, ReferenceStep},
+    model::{Model, Reference, ReferenceStep},
 };
 
 /// The weights' seed of every test.
@@ -96,6 +96,38 @@ pub fn engine<B: Backend, T: DecodeElement>(
     Engine::random(backend, Config::tiny(), SEED, options)
 }
 
+/// An engine over the tests' weights for `config` whose steps of at most `fused_rows` rows
+/// take the fused small-batch projections (0: none).
+pub fn engine_fused<B: Backend, T: DecodeElement>(
+    backend: &B,
+    config: Config,
+    options: EngineOptions,
+    fused_rows: usize,
+) -> Result<Engine<B, T>> {
+    let mut model = Model::random(backend, config, SEED)?;
+    model.set_fused_rows(fused_rows)?;
+    Engine::new(model, options)
+}
+
+/// The tiny model 10,752 wide: two rows of it (21,504 elements) are more than the fused
+/// projections normalize into shared memory, so they normalize each element as they read it.
+pub fn wide() -> Config {
+    Config {
+        hidden: 10_752,
+        ..Config::tiny()
+    }
+}
+
+/// The tiny model 60 wide with 100 intermediate columns: no 16-byte runs, so the fused
+/// projections read one element at a time.
+pub fn odd() -> Config {
+    Config {
+        hidden: 60,
+        intermediate: 100,
+        ..Config::tiny()
+    }
+}
+
 /// The tiny model with a cache of 600 positions: attention runs split over three chunks of
 /// 256 (flash-decoding), as a long cache of a preset does.
 pub fn long() -> Config {
@@ -133,10 +165,11 @@ pub fn device_agreement<B: Backend, T: DecodeElement>(
     config: Config,
     batch: usize,
     steps: usize,
+    fused_rows: usize,
 ) -> Result<Agreement> {
     let mut reference = Reference::<T>::random(config, SEED, batch);
-    let mut eager = Engine::<B, T>::random(backend, config, SEED, options().graphs(false))?;
-    let mut graphed = Engine::<B, T>::random(backend, config, SEED, options())?;
+    let mut eager = engine_fused::<B, T>(backend, config, options().graphs(false), fused_rows)?;
+    let mut graphed = engine_fused::<B, T>(backend, config, options(), fused_rows)?;
     let mut last = vec![0u32; batch];
     let mut agreement = Agreement {
         worst_relative: 0.0,

@@ -15,6 +15,7 @@
 pub mod argmax;
 pub mod attention;
 pub mod embed;
+pub mod linear;
 pub mod rmsnorm;
 pub mod rope;
 pub mod swiglu;
@@ -48,6 +49,12 @@ pub struct Kernels {
     pub swiglu: Kernel,
     /// [`argmax`].
     pub argmax: Kernel,
+    /// [`linear`]: the small-batch projection, `beta` times the output added.
+    pub linear: Kernel,
+    /// [`linear`]: RMSNorm and the small-batch projection.
+    pub norm_linear: Kernel,
+    /// [`linear`]: RMSNorm, the gate and up projections and SwiGLU.
+    pub norm_gate_up: Kernel,
 }
 
 impl Kernels {
@@ -68,13 +75,16 @@ impl Kernels {
                     attention_combine: attention::combine_kernel::<T>(),
                     swiglu: swiglu::kernel::<T>(),
                     argmax: argmax::kernel::<T>(),
+                    linear: linear::linear_kernel::<T>(),
+                    norm_linear: linear::norm_linear_kernel::<T>(),
+                    norm_gate_up: linear::norm_gate_up_kernel::<T>(),
                 })
             })
             .clone()
     }
 
     /// Every kernel.
-    pub fn all(&self) -> [&Kernel; 8] {
+    pub fn all(&self) -> [&Kernel; 11] {
         [
             &self.embed,
             &self.rmsnorm,
@@ -84,6 +94,9 @@ impl Kernels {
             &self.attention_combine,
             &self.swiglu,
             &self.argmax,
+            &self.linear,
+            &self.norm_linear,
+            &self.norm_gate_up,
         ]
     }
 }

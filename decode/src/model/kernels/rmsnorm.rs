@@ -77,10 +77,17 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
     if (r >= rows) return;
     const elem_t* xr = x + (idx_t)r * n;
     elem_t* o = out + (idx_t)r * n;
+    // Eight loads in flight before their sums (a row is one block: each load's latency
+    // would otherwise be paid in turn); the sums keep the reference's order.
     float s = 0.0f;
-    for (unsigned i = j; i < n; i += 256u) {
-        float v = ld(xr[i]);
-        s = __fadd_rn(s, __fmul_rn(v, v));
+    for (unsigned i = j; i < n; i += 8u * 256u) {
+        float v[8];
+#pragma unroll
+        for (unsigned u = 0; u < 8u; ++u) v[u] = i + u * 256u < n ? ld(xr[i + u * 256u]) : 0.0f;
+#pragma unroll
+        for (unsigned u = 0; u < 8u; ++u) {
+            if (i + u * 256u < n) s = __fadd_rn(s, __fmul_rn(v[u], v[u]));
+        }
     }
     partial[j] = s;
     __syncthreads();
@@ -89,9 +96,20 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
         __syncthreads();
     }
     float inv = 1.0f / sqrtf(__fadd_rn(partial[0] / (float)n, eps));
-    for (unsigned i = j; i < n; i += 256u) {
-        float normed = ld(st(__fmul_rn(ld(xr[i]), inv)));
-        o[i] = st(__fmul_rn(ld(w[i]), normed));
+    for (unsigned i = j; i < n; i += 8u * 256u) {
+        float xv[8], wv[8];
+#pragma unroll
+        for (unsigned u = 0; u < 8u; ++u) {
+            bool in = i + u * 256u < n;
+            xv[u] = in ? ld(xr[i + u * 256u]) : 0.0f;
+            wv[u] = in ? ld(w[i + u * 256u]) : 0.0f;
+        }
+#pragma unroll
+        for (unsigned u = 0; u < 8u; ++u) {
+            if (i + u * 256u < n) {
+                o[i + u * 256u] = st(__fmul_rn(wv[u], ld(st(__fmul_rn(xv[u], inv)))));
+            }
+        }
     }
 }"#,
         r#"struct Scalars { rows: u32, n: u32, eps: f32 }

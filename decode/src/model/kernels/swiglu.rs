@@ -17,11 +17,16 @@ pub fn swiglu<T: FloatElement>(act: &mut [T], gate_up: &[T], rows: usize, inter:
         let row = &gate_up[r * 2 * inter..][..2 * inter];
         let (gate, up) = row.split_at(inter);
         for ((a, g), u) in act[r * inter..][..inter].iter_mut().zip(gate).zip(up) {
-            let g = g.to_f32();
-            let silu = T::from_f32(g / (1.0 + (-g).exp()));
-            *a = T::from_f32(silu.to_f32() * u.to_f32());
+            *a = swiglu_one(*g, *u);
         }
     }
+}
+
+/// One element of [`swiglu`]: `T(T(silu(g)) · u)`.
+pub fn swiglu_one<T: FloatElement>(g: T, u: T) -> T {
+    let g = g.to_f32();
+    let silu = T::from_f32(g / (1.0 + (-g).exp()));
+    T::from_f32(silu.to_f32() * u.to_f32())
 }
 
 pub(super) fn kernel<T: DecodeElement>() -> Kernel {
