@@ -21,6 +21,16 @@ use accel_graph_mock::MockBackend;
 
 fn run<B: Backend>(factory: RankFactory<B>, env: &LaunchEnv) -> Result<bool> {
     let store = Arc::new(env.store()?);
+    // Which rendezvous the launcher's environment chose, so a log shows how the ranks met.
+    let meeting = match (&env.store_dir, &env.master_addr, env.master_port) {
+        (Some(dir), _, _) => format!("the directory {}", dir.display()),
+        (None, Some(addr), Some(port)) => format!("rank 0's TCP store at {addr}:{port}"),
+        _ => "an unnamed store".to_owned(),
+    };
+    println!(
+        "collective_ranks: rank {} of {} (device {}) meets the others through {meeting}",
+        env.rank, env.world_size, env.local_rank
+    );
     let mut all = true;
     for case in collective_cases::<B>() {
         // The cases open their own device as `factory(rank)`: map the rank to this host's GPU.

@@ -6,12 +6,16 @@
 # environment describes them), then the 64-all-reduce benchmark launched three ways — threads,
 # processes sharing the id through the store, processes given the id in the environment by a
 # launcher — and PyTorch's version of it. With N = 1 every launch path runs with one rank.
+# The cases and the benchmark run once more as processes launched by torchrun itself
+# (`torchrun --standalone --no-python`): no shared directory, the ranks meet through rank 0's
+# TCP store at MASTER_ADDR and ACCEL_GRAPH_MASTER_PORT (torchrun's own store holds
+# MASTER_PORT).
 # Logs go to $OUT (default ./device-logs); the exit status is non-zero if any step failed.
 #
 #   bash scripts/device/run-multi.sh [replays]
 #
-# STEPS="cases processes" runs only the named steps (cases processes bench_threads
-# bench_processes bench_spawn torch).
+# STEPS="cases processes" runs only the named steps (cases processes processes_tcp
+# bench_threads bench_processes bench_tcp bench_spawn torch).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=.device-bundle/multi
@@ -72,16 +76,28 @@ ranks() { # ranks COMMAND...
 export -f ranks
 export N
 
+# N processes launched by torchrun, rank r on GPU r (LOCAL_RANK), meeting over TCP: no
+# ACCEL_GRAPH_STORE, so LaunchEnv takes MASTER_ADDR and a port of accel-graph's own.
+tcp_ranks() { # tcp_ranks COMMAND...
+  local port=$((29600 + RANDOM % 300))
+  env -u ACCEL_GRAPH_STORE ACCEL_GRAPH_MASTER_PORT=$port \
+    torchrun --standalone --nnodes 1 --nproc-per-node "$N" --no-python "$@"
+}
+export -f tcp_ranks
+
 step cases multi.log "$B/test-collectives"
 step processes multi.log bash -c "ranks $B/collective_ranks"
+step processes_tcp multi.log bash -c "tcp_ranks $B/collective_ranks"
 step bench_threads bench-multi.log "$B/allreduce_graph" --launch threads --ranks "$N" --replays "$REPLAYS"
 step bench_processes bench-multi.log bash -c "ranks $B/allreduce_graph --launch env --replays $REPLAYS"
+step bench_tcp bench-multi.log bash -c "tcp_ranks $B/allreduce_graph --launch env --replays $REPLAYS"
 step bench_spawn bench-multi.log "$B/allreduce_graph" --launch spawn --ranks "$N" --replays "$REPLAYS"
 step torch bench-multi.log env PYTHONUNBUFFERED=1 python3 "$B/torch_allreduce_graph.py" \
   --world "$N" --replays "$REPLAYS"
 
 {
   grep -hs "^test result\|\.\.\. FAILED" "$OUT/multi.log"
+  grep -hs "meets the others through" "$OUT/multi.log"
   grep -hsc "collective_ranks: .*: passed" "$OUT/multi.log" | sed 's/^/process-rank cases passed: /'
   grep -hs "collective_ranks: .*FAILED" "$OUT/multi.log"
   grep -hs "^allreduce_graph:" "$OUT/bench-multi.log"
