@@ -21,7 +21,8 @@
 # Settings (environment): GPUS (2), ROUNDS (2), CONFIGS ("small medium"), CONTEXT (512),
 # BATCHES (1,8,32), WARMUP (20), BENCH_STEPS (200), TOKENS (32), STEP_TIMEOUT (300 s), BACKEND
 # (cuda; "mock" with CONFIGS=tiny and TORCH=0 tries the accel side's flow on any machine),
-# TORCH (1; 0 skips the PyTorch side), BUNDLE (.device-bundle/decode). Some 4 to 5 minutes
+# TORCH (1; 0 skips the PyTorch side), F32_TOKENS (1: then the split model's greedy tokens
+# against the one-GPU model's in f32, accel side), BUNDLE (.device-bundle/decode). Some 4 to 5 minutes
 # on two H100s with the defaults (estimated from the one-GPU runs of run-decode.sh).
 # Logs go to $OUT (default ./device-logs): decode-tp.log, decode-tp-summary.txt; non-zero exit
 # if a step failed.
@@ -107,6 +108,14 @@ for r in $(seq "$ROUNDS"); do
     fi
   done
 done
+# The split model's tokens against the one-GPU model's in f32 (random weights from the seed):
+# in bf16 each rank rounds its partial sums, so a near-tie may part them at any token.
+if [[ "${F32_TOKENS:-1}" == 1 ]]; then
+  for cfg in $CONFIGS; do
+    step "accel_${cfg}_tp${GPUS}_f32_tokens" "$B/decode_tp" --backend "$BACKEND" --tp "$GPUS" \
+      --config "$cfg" --dtype f32 --batches 1 --context 64 --warmup 2 --steps 10 --tokens "$TOKENS"
+  done
+fi
 step summary bash -c 'python3 "$1" "$2" | tee "$3"' _ \
   "$B/summarize_tp.py" "$LOG" "$OUT/decode-tp-summary.txt"
 echo "total $((SECONDS - T0)) s; failed steps: ${FAILED[*]:-none}" | tee -a "$LOG"
