@@ -40,6 +40,7 @@ pub mod element;
 pub mod engine;
 pub mod init;
 pub mod model;
+pub mod timing;
 pub mod tp;
 
 pub use config::Config;

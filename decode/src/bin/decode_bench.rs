@@ -38,7 +38,7 @@
 use std::{
     path::{Path, PathBuf},
     process::ExitCode,
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use accel_graph::{Backend, BackendJob, GraphError, Result, half::bf16};
@@ -46,8 +46,8 @@ use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
     cli::{BackendArg, CliError, Dtype, ModelArgs, ModelChoice, bad, init_logging, quantile},
     dump::{self, DumpHeader, DumpInfo},
-    init::prompt,
     model::{HostWeights, KvCache, StepBuffers, Tensor},
+    timing,
 };
 use clap::{Parser, ValueEnum};
 
@@ -352,7 +352,7 @@ fn bench<B: Backend, T: DecodeElement>(
     host: &HostWeights<T>,
     mode: Mode,
 ) -> BenchResult<()> {
-    let (args, config) = (&plan.args, &plan.config);
+    let args = &plan.args;
     let mut batches = args.batches.clone();
     batches.sort_unstable();
     batches.dedup();
@@ -371,25 +371,7 @@ fn bench<B: Backend, T: DecodeElement>(
     let mut engine = Engine::new(model, options)?;
     // Fill `context` positions of every sequence, one token per step at the largest batch.
     let start = Instant::now();
-    let prompts: Vec<Vec<u32>> = (0..largest)
-        .map(|s| {
-            prompt(
-                args.model.seed ^ 0xfeed,
-                s as u64,
-                args.context,
-                config.vocab as u32,
-            )
-        })
-        .collect();
-    let mut last = vec![0u32; largest];
-    for p in 0..args.context {
-        let rows: Vec<StepRow> = prompts
-            .iter()
-            .enumerate()
-            .map(|(s, tokens)| StepRow::new(s as u32, tokens[p], p as u32))
-            .collect();
-        last = engine.step(&rows)?.tokens;
-    }
+    let last = timing::fill(&mut engine, args.model.seed, largest, args.context)?;
     println!(
         "phase impl=accel config={} name=fill_{} context={} batch={largest} seconds={:.3}",
         plan.name,
@@ -398,27 +380,14 @@ fn bench<B: Backend, T: DecodeElement>(
         start.elapsed().as_secs_f64()
     );
     let steps = if graphs { args.steps } else { args.eager_steps };
-    let position = args.context as u32;
     for &batch in &batches {
-        let mut tokens = last[..batch].to_vec();
-        let mut times = Vec::with_capacity(steps);
-        for i in 0..args.warmup + steps {
-            let rows: Vec<StepRow> = (0..batch)
-                .map(|s| StepRow::new(s as u32, tokens[s], position))
-                .collect();
-            let start = Instant::now();
-            let out = engine.step(&rows)?;
-            let took = start.elapsed();
-            if i >= args.warmup {
-                times.push(took);
-            }
-            tokens = out.tokens;
-        }
-        let mut us: Vec<f64> = times
-            .iter()
-            .map(|d: &Duration| d.as_secs_f64() * 1e6)
-            .collect();
-        us.sort_by(f64::total_cmp);
+        let us = timing::time_steps(
+            &mut engine,
+            &last[..batch],
+            args.context as u32,
+            args.warmup,
+            steps,
+        )?;
         let mean = us.iter().sum::<f64>() / us.len().max(1) as f64;
         println!(
             "bench impl=accel mode={} config={} dtype={} batch={batch} context={} steps={steps} \

@@ -49,8 +49,8 @@ use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
     cli::{BackendArg, CliError, Dtype, ModelArgs, ModelChoice, bad, init_logging, quantile},
     dump::DumpHeader,
-    init::prompt,
     model::HostWeights,
+    timing,
     tp::TpThreads,
 };
 use clap::Parser;
@@ -175,42 +175,16 @@ fn measure<B: Backend, T: DecodeElement>(
             eprintln!("warning: a bucket failed to capture and runs eagerly");
         }
         // Fill `context` positions of every sequence, one token per step at the largest batch.
-        let prompts: Vec<Vec<u32>> = (0..largest)
-            .map(|s| {
-                prompt(
-                    args.model.seed ^ 0xfeed,
-                    s as u64,
-                    args.context,
-                    plan.config.vocab as u32,
-                )
-            })
-            .collect();
-        let mut last = vec![0u32; largest];
-        for p in 0..args.context {
-            let rows: Vec<StepRow> = prompts
-                .iter()
-                .enumerate()
-                .map(|(s, tokens)| StepRow::new(s as u32, tokens[p], p as u32))
-                .collect();
-            last = engine.step(&rows)?.tokens;
-        }
-        let position = args.context as u32;
+        let last = timing::fill(&mut engine, args.model.seed, largest, args.context)?;
         let mut bench = Vec::with_capacity(batches.len());
         for &batch in batches {
-            let mut tokens = last[..batch].to_vec();
-            let mut us = Vec::with_capacity(args.steps);
-            for i in 0..args.warmup + args.steps {
-                let rows: Vec<StepRow> = (0..batch)
-                    .map(|s| StepRow::new(s as u32, tokens[s], position))
-                    .collect();
-                let start = Instant::now();
-                let out = engine.step(&rows)?;
-                if i >= args.warmup {
-                    us.push(start.elapsed().as_secs_f64() * 1e6);
-                }
-                tokens = out.tokens;
-            }
-            us.sort_by(f64::total_cmp);
+            let us = timing::time_steps(
+                &mut engine,
+                &last[..batch],
+                args.context as u32,
+                args.warmup,
+                args.steps,
+            )?;
             bench.push(Timed { batch, us });
         }
         bench
