@@ -151,6 +151,35 @@ pub fn bad(message: impl Into<String>) -> CliError {
     CliError::Graph(GraphError::ArgumentMismatch(message.into()))
 }
 
+/// The cache positions a benchmark needs: the context and the one each timed step writes, or
+/// the prompt and the generated tokens (their last one is not fed back). `max_len` (the
+/// `--max-len` flag) if given — an error if it is below that — else that rounded up to 64.
+///
+/// ```
+/// use accel_graph_decode::cli::cache_len;
+/// assert_eq!(cache_len(512, 16, 32, None)?, 576);
+/// assert_eq!(cache_len(8, 16, 32, None)?, 64);
+/// assert_eq!(cache_len(8, 16, 32, Some(100))?, 100);
+/// assert!(cache_len(512, 16, 32, Some(256)).is_err());
+/// # Ok::<(), accel_graph_decode::cli::CliError>(())
+/// ```
+pub fn cache_len(
+    context: usize,
+    prompt: usize,
+    tokens: usize,
+    max_len: Option<usize>,
+) -> std::result::Result<usize, CliError> {
+    let needed = (context + 1).max(prompt + tokens.max(1) - 1);
+    let len = max_len.unwrap_or(needed.div_ceil(64) * 64);
+    if len < needed {
+        return Err(bad(format!(
+            "--max-len {len} is below the {needed} positions the runs need (--context + 1, \
+             prompt + --tokens - 1)"
+        )));
+    }
+    Ok(len)
+}
+
 /// The model a binary runs: a preset with seeded random weights, or a weight dump
 /// (`decode_bench --dump-weights`), with its fixed prompt.
 #[derive(Debug, Clone, clap::Args)]

@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
 use accel_graph::{Backend, half::bf16, mock::MockBackend};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
@@ -14,37 +12,13 @@ use accel_graph_decode::{
     init::prompt,
     model::{HostWeights, Reference, Tensor},
 };
-use common::SEED;
-
-/// A fresh directory under the system's temporary one, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("decode-dump-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        TempDir(dir)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn bits<T: DecodeElement>(v: &[T]) -> Vec<u32> {
-    v.iter().map(|x| x.to_f32().to_bits()).collect()
-}
+use common::{SEED, bits, temp_dir};
 
 fn round_trip<T: DecodeElement>() -> Result<(), Box<dyn std::error::Error>> {
     let b = MockBackend::new();
     let config = Config::tiny();
     let model = Model::<_, T>::random(&b, config, SEED)?;
-    let dir = TempDir::new(T::NAME);
+    let dir = temp_dir();
     let info =
         DumpInfo::new()
             .preset("tiny")
@@ -107,7 +81,7 @@ fn bf16_dump_round_trips() -> Result<(), Box<dyn std::error::Error>> {
 
 #[test]
 fn the_header_is_json_with_the_documented_fields() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = TempDir::new("header");
+    let dir = temp_dir();
     let config = Config::tiny();
     dump::write_host(
         dir.path(),
@@ -141,13 +115,13 @@ fn the_header_is_json_with_the_documented_fields() -> Result<(), Box<dyn std::er
 #[test]
 fn bad_dumps_are_refused() -> Result<(), Box<dyn std::error::Error>> {
     let config = Config::tiny();
-    let missing = TempDir::new("missing");
+    let missing = temp_dir();
     assert!(matches!(
-        dump::read::<f32>(missing.path()),
+        dump::read::<f32>(&missing.path().join("none")),
         Err(DumpError::Io { .. })
     ));
 
-    let dir = TempDir::new("bad");
+    let dir = temp_dir();
     dump::write_host(
         dir.path(),
         &config,
@@ -205,7 +179,7 @@ fn bad_dumps_are_refused() -> Result<(), Box<dyn std::error::Error>> {
 
 #[test]
 fn f32_files_round_trip() -> Result<(), DumpError> {
-    let dir = TempDir::new("f32s");
+    let dir = temp_dir();
     std::fs::create_dir_all(dir.path()).map_err(|source| DumpError::Io {
         path: dir.path().to_owned(),
         source,
@@ -229,7 +203,7 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 #[test]
 fn decode_bench_matches_the_reference() -> Result<(), Box<dyn std::error::Error>> {
     let bin = env!("CARGO_BIN_EXE_decode_bench");
-    let dir = TempDir::new("bench");
+    let dir = temp_dir();
     let weights = dir.path().join("tiny");
     let logits = dir.path().join("logits.f32");
     let run = |args: &[&str]| -> Result<String, Box<dyn std::error::Error>> {

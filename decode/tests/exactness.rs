@@ -6,7 +6,9 @@ mod common;
 
 use accel_graph::{Result, half::bf16, mock::MockBackend};
 use accel_graph_decode::{Config, DecodeElement, Engine};
-use common::{Run, SEED, chunked, engine_fused, odd, options, run_engine, run_reference, wide};
+use common::{
+    Run, SEED, bits, chunked, engine_fused, odd, options, run_engine, run_reference, wide,
+};
 
 const STEPS: usize = 32;
 
@@ -50,7 +52,6 @@ fn agree_with<T: DecodeElement>(
         T::NAME
     );
     // Bit for bit: compare the bits, so that even a NaN would have to match.
-    let bits = |v: &[T]| v.iter().map(|x| x.to_f32().to_bits()).collect::<Vec<_>>();
     assert_eq!(
         bits(&eager.logits),
         bits(&reference.logits),

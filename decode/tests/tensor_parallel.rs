@@ -9,8 +9,8 @@ mod common;
 use accel_graph::{Result, half::bf16};
 use accel_graph_decode::{Config, DecodeElement, model::Reference, tp::TpError};
 use common::{
-    Run, chunked, options, rows, run_engine, run_reference,
-    tp::{bits, run_ranks, run_tp_reference},
+    Run, bits, chunked, options, rows, run_engine, run_reference,
+    tp::{run_ranks, run_tp_reference},
 };
 
 const STEPS: usize = 32;

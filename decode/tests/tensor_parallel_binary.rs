@@ -3,7 +3,9 @@
 //! tokens the split reference's for the dump's prompt, every rank agrees, its lines have the
 //! documented fields; sizes that do not split are an error, at once.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 
 use accel_graph_decode::{
     Config, dump,
@@ -11,26 +13,7 @@ use accel_graph_decode::{
     model::{Reference, ReferenceStep, StepRow},
     tp::TpReference,
 };
-
-/// A fresh directory under the system's temporary one, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("decode-tp-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        TempDir(dir)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::temp_dir;
 
 fn field<'a>(line: &'a str, key: &str) -> &'a str {
     line.split_whitespace()
@@ -57,7 +40,7 @@ fn greedy(
 
 #[test]
 fn decode_tp_on_simulated_ranks_matches_the_references() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = TempDir::new("bin");
+    let dir = temp_dir();
     let w = dir.path().join("tiny");
     let w = w.to_str().expect("UTF-8 path");
     let run = |bin: &str, args: &[&str]| -> Result<String, Box<dyn std::error::Error>> {

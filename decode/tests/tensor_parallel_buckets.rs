@@ -8,8 +8,8 @@ mod common;
 use accel_graph::{GraphError, Result, mock::FaultSite};
 use accel_graph_decode::{BucketState, Config, StepMode};
 use common::{
-    options, run_engine,
-    tp::{bits, run_ranks, run_tp_reference},
+    bits, options, run_engine,
+    tp::{run_ranks, run_tp_reference},
 };
 
 #[test]

@@ -44,7 +44,9 @@ use std::{
 use accel_graph::{Backend, BackendJob, GraphError, Result, half::bf16};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
-    cli::{BackendArg, CliError, Dtype, ModelArgs, ModelChoice, bad, init_logging, quantile},
+    cli::{
+        BackendArg, CliError, Dtype, ModelArgs, ModelChoice, bad, cache_len, init_logging, quantile,
+    },
     dump::{self, DumpHeader, DumpInfo},
     model::{HostWeights, KvCache, StepBuffers, Tensor},
     timing,
@@ -174,16 +176,8 @@ impl Plan {
         if prompt.is_empty() {
             return Err(bad("the prompt is empty (--prompt-len 0)"));
         }
-        let needed = (args.context + 1).max(prompt.len() + args.tokens.max(1) - 1);
-        config.max_len = args.max_len.unwrap_or(needed.div_ceil(64) * 64);
+        config.max_len = cache_len(args.context, prompt.len(), args.tokens, args.max_len)?;
         config.attention_chunk = args.attention_chunk.unwrap_or(config.attention_chunk);
-        if config.max_len < needed {
-            return Err(bad(format!(
-                "--max-len {} is below the {needed} positions the phases need (--context + 1, \
-                 prompt + --tokens - 1)",
-                config.max_len
-            )));
-        }
         config.validate()?;
         Ok(Plan {
             args,

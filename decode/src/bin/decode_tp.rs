@@ -47,7 +47,9 @@ use accel_graph::{
 };
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
-    cli::{BackendArg, CliError, Dtype, ModelArgs, ModelChoice, bad, init_logging, quantile},
+    cli::{
+        BackendArg, CliError, Dtype, ModelArgs, ModelChoice, bad, cache_len, init_logging, quantile,
+    },
     dump::DumpHeader,
     model::HostWeights,
     timing,
@@ -123,15 +125,7 @@ impl Plan {
         if prompt.is_empty() {
             return Err(bad("the prompt is empty (--prompt-len 0)"));
         }
-        let needed = (args.context + 1).max(prompt.len() + args.tokens.max(1) - 1);
-        config.max_len = args.max_len.unwrap_or(needed.div_ceil(64) * 64);
-        if config.max_len < needed {
-            return Err(bad(format!(
-                "--max-len {} is below the {needed} positions the runs need (--context + 1, \
-                 prompt + --tokens - 1)",
-                config.max_len
-            )));
-        }
+        config.max_len = cache_len(args.context, prompt.len(), args.tokens, args.max_len)?;
         // Sizes that do not split are refused here, before any device is opened.
         TpThreads::new(config, args.tp)?;
         Ok(Plan {

@@ -17,6 +17,16 @@ pub const SEED: u64 = 11;
 /// Prompt tokens per sequence.
 pub const PROMPT: usize = 5;
 
+/// The bits of `v`, so that comparisons are bit for bit (even a NaN would have to match).
+pub fn bits<T: DecodeElement>(v: &[T]) -> Vec<u32> {
+    v.iter().map(|x| x.to_f32().to_bits()).collect()
+}
+
+/// A fresh directory under the system's temporary one, removed when dropped.
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temporary directory")
+}
+
 /// Buckets of the tests: steps of 3 rows pad to 4, of 5 rows to 8.
 pub fn options() -> EngineOptions {
     EngineOptions::new().buckets([1, 2, 4, 8])
@@ -71,6 +81,16 @@ pub fn run_engine<B: Backend, T: DecodeElement>(
 /// The same on the host reference.
 pub fn run_reference<T: DecodeElement>(config: Config, batch: usize, steps: usize) -> Run<T> {
     let mut reference = Reference::<T>::random(config, SEED, batch);
+    run_host(&config, batch, steps, |rows| reference.step(rows))
+}
+
+/// `steps` steps of `batch` sequences through a host model's `step`.
+pub fn run_host<T: DecodeElement>(
+    config: &Config,
+    batch: usize,
+    steps: usize,
+    mut step: impl FnMut(&[StepRow]) -> Result<ReferenceStep<T>>,
+) -> Run<T> {
     let mut last = vec![0u32; batch];
     let mut tokens = Vec::new();
     let mut logits = Vec::new();
@@ -78,9 +98,7 @@ pub fn run_reference<T: DecodeElement>(config: Config, batch: usize, steps: usiz
         let ReferenceStep {
             tokens: next,
             logits: l,
-        } = reference
-            .step(&rows(&config, t, batch, &last))
-            .expect("valid rows");
+        } = step(&rows(config, t, batch, &last)).expect("valid rows");
         last.clone_from(&next);
         tokens.push(next);
         logits = l;
@@ -183,7 +201,6 @@ pub fn device_agreement<B: Backend, T: DecodeElement>(
         let g = graphed.step(&step)?;
         assert_eq!(g.mode, StepMode::Replayed);
         let (el, gl) = (eager.last_logits()?, graphed.last_logits()?);
-        let bits = |v: &[T]| v.iter().map(|x| x.to_f32().to_bits()).collect::<Vec<_>>();
         assert_eq!(
             bits(&gl),
             bits(&el),

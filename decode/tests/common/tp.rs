@@ -13,11 +13,10 @@ use accel_graph::{
 };
 use accel_graph_decode::{
     Config, DecodeElement,
-    model::ReferenceStep,
     tp::{TpError, TpRank, TpReference, TpThreads},
 };
 
-use super::{Run, SEED, rows};
+use super::{Run, SEED, run_host};
 
 /// How long a rank waits for another: failures show in seconds, not minutes.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -53,24 +52,5 @@ pub fn run_tp_reference<T: DecodeElement>(
     steps: usize,
 ) -> Run<T> {
     let mut reference = TpReference::<T>::random(config, SEED, world, batch).expect("splits");
-    let mut last = vec![0u32; batch];
-    let mut tokens = Vec::new();
-    let mut logits = Vec::new();
-    for t in 0..steps {
-        let ReferenceStep {
-            tokens: next,
-            logits: l,
-        } = reference
-            .step(&rows(&config, t, batch, &last))
-            .expect("valid rows");
-        last.clone_from(&next);
-        tokens.push(next);
-        logits = l;
-    }
-    Run { tokens, logits }
-}
-
-/// The bits of `v`, so that comparisons are bit for bit (even a NaN would have to match).
-pub fn bits<T: DecodeElement>(v: &[T]) -> Vec<u32> {
-    v.iter().map(|x| x.to_f32().to_bits()).collect()
+    run_host(&config, batch, steps, |rows| reference.step(rows))
 }
