@@ -28,6 +28,7 @@
 # if a step failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/device/common.sh
 OUT="${OUT:-device-logs}"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -45,43 +46,16 @@ TOKENS="${TOKENS:-32}"
 BACKEND="${BACKEND:-cuda}"
 TORCH="${TORCH:-1}"
 PROMPT_LEN=16
-# Cache positions: the context and the one each timed step writes, or the prompt and the
-# generated tokens, rounded up to 64 (both sides get the same).
-NEED=$((CONTEXT + 1 > PROMPT_LEN + TOKENS - 1 ? CONTEXT + 1 : PROMPT_LEN + TOKENS - 1))
-MAX_LEN=$(((NEED + 63) / 64 * 64))
+MAX_LEN=$(cache_len "$CONTEXT" "$PROMPT_LEN" "$TOKENS")
 
-# NCCL for decode_tp: the system's (libnccl2) or PyTorch's wheel (nvidia/nccl/lib). cudarc
-# loads it as `libnccl.so`, which only NCCL's development package installs: link the library
-# under that name in a folder of our own, first on the loader path (as run-multi.sh does).
-NCCL_SO=$( {
-  ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF}'
-  find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu \
-    $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
-    -name 'libnccl.so.2' 2>/dev/null
-} | head -1)
-if [[ -n "$NCCL_SO" ]]; then
-  mkdir -p "$OUT/nccl-lib"
-  ln -sf "$NCCL_SO" "$OUT/nccl-lib/libnccl.so"
-  export LD_LIBRARY_PATH="$OUT/nccl-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-# NVLink multicast stays off: on shared machines a program that uses it can put the host's
-# GPUs out of service. Nothing here needs it.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# NCCL for decode_tp, NVLink multicast off (common.sh).
+link_nccl "$OUT"
 
 WEIGHTS=$(mktemp -d "${TMPDIR:-/tmp}/decode-tp-weights.XXXXXX")
 trap 'rm -rf "$WEIGHTS"' EXIT
 FAILED=()
 T0=$SECONDS
-step() { # step NAME COMMAND...
-  local name=$1
-  shift
-  echo "=== $name: $*" | tee -a "$LOG"
-  local t0=$SECONDS
-  timeout "${STEP_TIMEOUT:-300}" "$@" 2>&1 | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  echo "=== $name: exit $rc in $((SECONDS - t0)) s (total $((SECONDS - T0)) s)" | tee -a "$LOG"
-  [[ $rc -eq 0 ]] || FAILED+=("$name")
-}
+step() { logged_step "$@"; }
 {
   echo "gpus $GPUS; NCCL ${NCCL_SO:-not found}; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; rounds $ROUNDS;"
   echo "configs $CONFIGS; context $CONTEXT; max_len $MAX_LEN; batches $BATCHES; warmup $WARMUP; steps $BENCH_STEPS"

@@ -22,6 +22,7 @@
 # step failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/device/common.sh
 OUT="${OUT:-device-logs}"
 mkdir -p "$OUT"
 B=.device-bundle/decode
@@ -37,10 +38,7 @@ EAGER_STEPS="${EAGER_STEPS:-100}"
 TOKENS="${TOKENS:-32}"
 BACKEND="${BACKEND:-cuda}"
 PROMPT_LEN=16
-# Cache positions: the context and the one each timed step writes, or the prompt and the
-# generated tokens, rounded up to 64 (both sides get the same).
-NEED=$((CONTEXT + 1 > PROMPT_LEN + TOKENS - 1 ? CONTEXT + 1 : PROMPT_LEN + TOKENS - 1))
-MAX_LEN=$(((NEED + 63) / 64 * 64))
+MAX_LEN=$(cache_len "$CONTEXT" "$PROMPT_LEN" "$TOKENS")
 read -r -a TORCH_EXTRA <<<"${TORCH_ARGS:-}"
 read -r -a ACCEL_EXTRA <<<"${ACCEL_ARGS:-}"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
@@ -55,16 +53,7 @@ WEIGHTS=$(mktemp -d "${TMPDIR:-/tmp}/decode-weights.XXXXXX")
 trap 'rm -rf "$WEIGHTS"' EXIT
 FAILED=()
 T0=$SECONDS
-step() { # step NAME COMMAND...
-  local name=$1
-  shift
-  echo "=== $name: $*" | tee -a "$LOG"
-  local t0=$SECONDS
-  timeout "${STEP_TIMEOUT:-300}" "$@" 2>&1 | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  echo "=== $name: exit $rc in $((SECONDS - t0)) s (total $((SECONDS - T0)) s)" | tee -a "$LOG"
-  [[ $rc -eq 0 ]] || FAILED+=("$name")
-}
+step() { logged_step "$@"; }
 {
   echo "gpu: $GPU; bandwidth $BANDWIDTH B/s; rounds $ROUNDS; configs $CONFIGS; context $CONTEXT;"
   echo "max_len $MAX_LEN; batches $BATCHES; warmup $WARMUP; steps $BENCH_STEPS graphed, $EAGER_STEPS eager"

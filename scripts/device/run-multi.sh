@@ -18,6 +18,7 @@
 # bench_threads bench_processes bench_tcp bench_spawn torch).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/device/common.sh
 B=.device-bundle/multi
 OUT="${OUT:-device-logs}"
 mkdir -p "$OUT"
@@ -26,24 +27,8 @@ REPLAYS="${1:-10000}"
 N="${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}"
 [[ "$N" -ge 1 ]] || N=1
 
-# NCCL: the system's (libnccl2) or PyTorch's wheel (nvidia/nccl/lib). cudarc loads it as
-# `libnccl.so`, which only NCCL's development package installs: link the library under that
-# name in a folder of our own, first on the loader path.
-NCCL_SO=$( {
-  ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF}'
-  find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu \
-    $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
-    -name 'libnccl.so.2' 2>/dev/null
-} | head -1)
-if [[ -n "$NCCL_SO" ]]; then
-  # Only `libnccl.so` in it: PyTorch still finds its own `libnccl.so.2` as before.
-  mkdir -p "$OUT/nccl-lib"
-  ln -sf "$NCCL_SO" "$OUT/nccl-lib/libnccl.so"
-  export LD_LIBRARY_PATH="$OUT/nccl-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-# NVLink multicast stays off (NCCL, PyTorch, NVSHMEM): on shared machines a program that uses it
-# can put the host's GPUs out of service. Nothing here needs it.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# NCCL for cudarc, NVLink multicast off (common.sh).
+link_nccl "$OUT"
 echo "GPUs: $N; NCCL: ${NCCL_SO:-not found}" | tee "$OUT/multi-summary.txt"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader \
   | tee -a "$OUT/multi-summary.txt"
