@@ -20,13 +20,18 @@ PAIR = re.compile(r"(\w+)=(\S+)")
 ELEMENT_BYTES = {"f32": 4, "bf16": 2}
 
 
-def parse(paths):
+KINDS = ("model", "bench", "startup", "tokens", "check", "phase", "dump", "logits")
+
+
+def parse(paths, kinds=KINDS):
+    """The `key=value` fields of every line of `paths` whose first word is one of `kinds` and
+    that names its `impl`, grouped by that word."""
     lines = defaultdict(list)
     for path in paths:
         with open(path, errors="replace") as f:
             for line in f:
                 kind = line.split(" ", 1)[0]
-                if kind in ("model", "bench", "startup", "tokens", "check", "phase", "dump", "logits"):
+                if kind in kinds:
                     kv = dict(PAIR.findall(line))
                     if "impl" in kv:
                         lines[kind].append(kv)

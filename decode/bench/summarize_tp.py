@@ -8,28 +8,9 @@ greedy tokens agree at TP=1 and at TP=N (the first step where they part).
 """
 
 import argparse
-import re
-import statistics
 from collections import defaultdict
 
-PAIR = re.compile(r"(\w+)=(\S+)")
-
-
-def parse(paths):
-    lines = defaultdict(list)
-    for path in paths:
-        with open(path, errors="replace") as f:
-            for line in f:
-                kind = line.split(" ", 1)[0]
-                if kind in ("model", "bench", "tokens", "compare", "phase"):
-                    kv = dict(PAIR.findall(line))
-                    if "impl" in kv:
-                        lines[kind].append(kv)
-    return lines
-
-
-def med(values):
-    return statistics.median(values) if values else float("nan")
+from summarize_decode import med, parse
 
 
 def ratio(a, b):
@@ -40,7 +21,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("logs", nargs="+")
     args = ap.parse_args()
-    lines = parse(args.logs)
+    lines = parse(args.logs, ("model", "bench", "tokens", "compare", "phase"))
 
     bench = defaultdict(list)
     for b in lines["bench"]:
