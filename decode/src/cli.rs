@@ -161,6 +161,7 @@ pub fn bad(message: impl Into<String>) -> CliError {
 /// assert_eq!(cache_len(8, 16, 32, None)?, 64);
 /// assert_eq!(cache_len(8, 16, 32, Some(100))?, 100);
 /// assert!(cache_len(512, 16, 32, Some(256)).is_err());
+/// assert!(cache_len(usize::MAX, 16, 32, None).is_err());
 /// # Ok::<(), accel_graph_decode::cli::CliError>(())
 /// ```
 pub fn cache_len(
@@ -169,8 +170,16 @@ pub fn cache_len(
     tokens: usize,
     max_len: Option<usize>,
 ) -> std::result::Result<usize, CliError> {
-    let needed = (context + 1).max(prompt + tokens.max(1) - 1);
-    let len = max_len.unwrap_or(needed.div_ceil(64) * 64);
+    let too_long = || bad("--context, the prompt and --tokens need more positions than a usize");
+    let needed = context
+        .checked_add(1)
+        .zip(prompt.checked_add(tokens.max(1) - 1))
+        .map(|(a, b)| a.max(b))
+        .ok_or_else(too_long)?;
+    let len = match max_len {
+        Some(len) => len,
+        None => needed.checked_next_multiple_of(64).ok_or_else(too_long)?,
+    };
     if len < needed {
         return Err(bad(format!(
             "--max-len {len} is below the {needed} positions the runs need (--context + 1, \
