@@ -58,8 +58,9 @@ fn cuda_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
             return Ok(());
         }
     };
-    // Fused rows 8: the small-batch projections (16-byte loads, rows normalized in shared
-    // memory; `wide` normalizes as it reads, `odd` loads one element at a time); 0: cuBLAS.
+    // Fused rows 8: the small-batch projections (16-byte loads, one row a pass at batch 1 and
+    // four at larger batches, batch 5 in two passes; `odd` loads one element at a time); 0:
+    // cuBLAS.
     for (config, batch, steps, fused_rows) in [
         (Config::tiny(), 1, 32, 8),
         (Config::tiny(), 3, 32, 8),

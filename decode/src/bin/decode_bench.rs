@@ -287,13 +287,17 @@ fn mode_name(mode: Mode) -> &'static str {
     }
 }
 
-/// One eager step of one padding row on a cache of its own: sets up the libraries (cuBLAS's
-/// handle and workspace on CUDA) before anything is timed, as a server's first request would.
+/// One eager step of padding rows on a cache of its own for each form of the step — one row
+/// (the fused projections, where the model takes them) and one row past [`Model::fused_rows`]
+/// (the GEMMs): sets up the libraries (cuBLAS's handle, workspace and kernels on CUDA) before
+/// anything is timed, as a server's first requests would.
 fn warm_up<B: Backend, T: DecodeElement>(model: &Model<B, T>) -> Result<()> {
     let b = model.backend();
-    let cache = KvCache::new(b, model.config(), 1)?;
-    let io = StepBuffers::new(b, model.config(), 1)?;
-    model.forward(&io, &cache)?;
+    for rows in [1, model.fused_rows() + 1] {
+        let cache = KvCache::new(b, model.config(), rows)?;
+        let io = StepBuffers::new(b, model.config(), rows)?;
+        model.forward(&io, &cache)?;
+    }
     b.synchronize()
 }
 

@@ -23,11 +23,13 @@
 //! residual additions ride on the GEMMs' epilogue (`C = A·Bᵀ + 1·C`): the sum is rounded once,
 //! where PyTorch rounds the projection and then the sum.
 //!
-//! Steps of at most [`Model::fused_rows`] rows ([`default_fused_rows`] unless set) take the small-batch
-//! projections of [`kernels::linear`] instead of the GEMMs: each RMSNorm rides in the
-//! projection after it and SwiGLU in the gate/up projection, six launches per layer (seven
-//! split) and three more per step. They round every value where the unfused step rounds it, so
-//! on the mock both give the same bits.
+//! Steps of at most [`Model::fused_rows`] rows ([`default_fused_rows`] unless set) take the
+//! small-batch projections of [`kernels::linear`] and [`kernels::qkv_rope`] instead of the
+//! GEMMs: each RMSNorm rides in the projection after it, RoPE and the cache store in the QKV
+//! projection, SwiGLU in the gate/up projection and the residuals in the output and down
+//! projections, five launches per layer (six split) and three more per step. On the mock they compute what the unfused step computes, bit
+//! for bit; on a GPU RMSNorm's inverse root multiplies the finished products (the normalized
+//! row is not rounded to `T` first), a difference in the last bits.
 //!
 //! Split over ranks ([`Model::tensor_parallel`], [`crate::tp`]), each rank holds its query
 //! and key/value heads and intermediate columns, and each of the two residual GEMMs of a
@@ -78,22 +80,23 @@ pub use step_buffers::StepBuffers;
 pub use weights::{HostWeights, LayerWeights, Tensor, Weights};
 
 use crate::{Config, DecodeElement};
-use kernels::{Kernels, attention, linear};
+use kernels::{Kernels, attention, linear, qkv_rope};
 
 /// The largest step that takes the fused small-batch projections unless
-/// [`Model::set_fused_rows`] says otherwise: 2 for models at most 1,024 wide, else 0 (none).
-/// Measured on an H200 (docs/BENCHMARKS.md): on the narrow model a step is bound by its
-/// launches, and the fused projections (three fewer per layer) take 17 % off a step of one
-/// row and 8 % off one of two; on the 2,048-wide model cuBLAS reads the larger weights faster
-/// and the fused step is 1–20 % slower.
+/// [`Model::set_fused_rows`] says otherwise: 4 for models at most 1,024 wide, else 1.
+/// Measured on an H200 in one run against `--fused-rows 0` (docs/BENCHMARKS.md): on the
+/// narrow model they take 32 % off a step of one row, 20 % off one of two and 14 % off one of
+/// four (eight rows were 16 % slower); on the 2,048-wide model 22 % off a step of one row, and
+/// steps of two or more were 2–4 % slower than cuBLAS's, which reads the larger weights at the
+/// same speed for any number of rows.
 ///
 /// ```
 /// use accel_graph_decode::{Config, model::default_fused_rows};
-/// assert_eq!(default_fused_rows(&Config::small_0_5b()), 2);
-/// assert_eq!(default_fused_rows(&Config::medium_1_5b()), 0);
+/// assert_eq!(default_fused_rows(&Config::small_0_5b()), 4);
+/// assert_eq!(default_fused_rows(&Config::medium_1_5b()), 1);
 /// ```
 pub fn default_fused_rows(config: &Config) -> usize {
-    if config.hidden <= 1024 { 2 } else { 0 }
+    if config.hidden <= 1024 { 4 } else { 1 }
 }
 
 /// The model on backend `B` with elements `T`: its weights in device memory, its RoPE table
@@ -167,8 +170,8 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
     }
 
     /// Sets [`Model::fused_rows`]: 0 runs every step through the GEMMs. At most
-    /// [`kernels::linear::MAX_ROWS`] times 64 (the projections take larger steps two rows
-    /// at a time, re-reading the weights for each two) — past that,
+    /// [`kernels::linear::MAX_ROWS`] times 64 (the projections take larger steps
+    /// [`kernels::linear::MAX_ROWS`] rows at a time, re-reading the weights for each) — past that,
     /// [`GraphError::ArgumentMismatch`]. Set it before capturing: a captured graph keeps the
     /// launches it recorded.
     ///
@@ -177,7 +180,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
     /// let b = accel_graph::mock::MockBackend::new();
     /// let mut model = Model::<_, f32>::random(&b, Config::tiny(), 1)?;
     /// assert_eq!(model.fused_rows(), default_fused_rows(&Config::tiny()));
-    /// assert_eq!(model.launches_per_step(1), 6 * 2 + 3);
+    /// assert_eq!(model.launches_per_step(1), 5 * 2 + 3);
     /// model.set_fused_rows(0)?;
     /// assert_eq!(model.launches_per_step(1), 9 * 2 + 4);
     /// assert!(model.set_fused_rows(100_000).is_err());
@@ -238,11 +241,11 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
 
     /// Launches a step of `rows` rows issues: nine per layer (ten where attention is split
     /// over chunks of a long cache) and four more; with the fused projections (at most
-    /// [`Model::fused_rows`] rows) six per layer (seven split) and three more.
+    /// [`Model::fused_rows`] rows) five per layer (six split) and three more.
     pub fn launches_per_step(&self, rows: usize) -> usize {
         let split = usize::from(self.config.attention_splits() > 1);
         if rows <= self.fused_rows {
-            (6 + split) * self.config.layers + 3
+            (5 + split) * self.config.layers + 3
         } else {
             (9 + split) * self.config.layers + 4
         }
@@ -278,19 +281,21 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
         // 1 on one device (the residual added in the GEMM's epilogue).
         let residual = self.residual_beta();
         let fused = rows <= self.fused_rows;
+        let projections = k.projections(rows);
 
         let x = b.alloc::<T>(rows * c.hidden)?;
-        let qkv = b.alloc::<T>(rows * c.qkv_dim())?;
         let q = b.alloc::<T>(rows * c.q_dim())?;
         let attn = b.alloc::<T>(rows * c.q_dim())?;
         let act = b.alloc::<T>(rows * c.intermediate)?;
-        // The unfused step's normalized rows and gate/up products (none when fused).
+        // The unfused step's normalized rows, gate/up products and QKV projection (none when
+        // fused).
         let unfused = if fused {
             None
         } else {
             Some((
                 b.alloc::<T>(rows * c.hidden)?,
                 b.alloc::<T>(rows * 2 * c.intermediate)?,
+                b.alloc::<T>(rows * c.qkv_dim())?,
             ))
         };
         // Long caches: attention split over chunks of positions (flash-decoding).
@@ -302,7 +307,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
         };
         // out = rmsnorm(x) · w_norm · Wᵀ (n columns): fused, or RMSNorm then the GEMM.
         let norm_linear = |out: &B::Buffer<T>, norm: &B::Buffer<T>, w: &B::Buffer<T>, n: usize| {
-            if let Some((h, _)) = &unfused {
+            if let Some((h, _, _)) = &unfused {
                 self.launch(
                     &k.rmsnorm,
                     rows_grid,
@@ -318,7 +323,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
                 return b.gemm(&linear(n, c.hidden), h, w, out);
             }
             self.launch(
-                &k.norm_linear,
+                &projections.norm_linear,
                 linear::grid(n, false),
                 &[
                     KernelArg::buffer(out),
@@ -343,7 +348,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
                 );
             }
             self.launch(
-                &k.linear,
+                &projections.linear,
                 linear::grid(c.hidden, false),
                 &[
                     KernelArg::buffer(&x),
@@ -377,34 +382,63 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             };
             let keys = cache.keys(l).ok_or_else(missing)?;
             let values = cache.values(l).ok_or_else(missing)?;
-            norm_linear(&qkv, &w.attn_norm, &w.qkv, c.qkv_dim())?;
-            self.launch(
-                &k.rope_kv,
-                per_row(&k.rope_kv, (c.heads + 2 * c.kv_heads) * c.head_dim / 2),
-                &[
-                    KernelArg::buffer(&q),
-                    KernelArg::buffer(keys),
-                    KernelArg::buffer(values),
-                    KernelArg::buffer(&qkv),
-                    KernelArg::buffer(&self.rope),
-                    KernelArg::buffer(io.meta()),
-                    u(rows),
-                    u(c.heads),
-                    u(c.kv_heads),
-                    u(c.head_dim),
-                    u(c.max_len),
-                    u(cache.slots()),
-                ],
-            )?;
-            let sizes = [
-                u(rows),
+            // The heads and the cache's shape, as RoPE's store and attention take them.
+            let heads_and_cache = [
                 u(c.heads),
                 u(c.kv_heads),
                 u(c.head_dim),
                 u(c.max_len),
                 u(cache.slots()),
-                KernelArg::scalar(1.0 / (c.head_dim as f32).sqrt()),
             ];
+            if let Some((_, _, qkv)) = &unfused {
+                norm_linear(qkv, &w.attn_norm, &w.qkv, c.qkv_dim())?;
+                self.launch(
+                    &k.rope_kv,
+                    per_row(&k.rope_kv, (c.heads + 2 * c.kv_heads) * c.head_dim / 2),
+                    &[
+                        &[
+                            KernelArg::buffer(&q),
+                            KernelArg::buffer(keys),
+                            KernelArg::buffer(values),
+                            KernelArg::buffer(qkv),
+                            KernelArg::buffer(&self.rope),
+                            KernelArg::buffer(io.meta()),
+                            u(rows),
+                        ][..],
+                        &heads_and_cache,
+                    ]
+                    .concat(),
+                )?;
+            } else {
+                self.launch(
+                    &projections.norm_qkv_rope,
+                    qkv_rope::grid(c.heads, c.kv_heads, c.head_dim),
+                    &[
+                        &[
+                            KernelArg::buffer(&q),
+                            KernelArg::buffer(keys),
+                            KernelArg::buffer(values),
+                            KernelArg::buffer(&x),
+                            KernelArg::buffer(&w.attn_norm),
+                            KernelArg::buffer(&w.qkv),
+                            KernelArg::buffer(&self.rope),
+                            KernelArg::buffer(io.meta()),
+                            u(rows),
+                            u(c.qkv_dim()),
+                            u(c.hidden),
+                        ][..],
+                        &heads_and_cache,
+                        &[KernelArg::scalar(c.rms_eps)],
+                    ]
+                    .concat(),
+                )?;
+            }
+            let sizes = [
+                &[u(rows)][..],
+                &heads_and_cache,
+                &[KernelArg::scalar(1.0 / (c.head_dim as f32).sqrt())],
+            ]
+            .concat();
             let inputs = [
                 KernelArg::buffer(&q),
                 KernelArg::buffer(keys),
@@ -446,7 +480,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             }
             residual_linear(&attn, &w.out, c.q_dim())?;
             self.reduce(&x)?;
-            if let Some((_, gate_up)) = &unfused {
+            if let Some((_, gate_up, _)) = &unfused {
                 norm_linear(gate_up, &w.mlp_norm, &w.gate_up, 2 * c.intermediate)?;
                 self.launch(
                     &k.swiglu,
@@ -462,7 +496,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
                 // The gate rows, then the up rows, of the fused weight.
                 let half = c.intermediate * c.hidden;
                 self.launch(
-                    &k.norm_gate_up,
+                    &projections.norm_gate_up,
                     linear::grid(c.intermediate, true),
                     &[
                         KernelArg::buffer(&act),

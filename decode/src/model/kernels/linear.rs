@@ -10,18 +10,23 @@
 //!
 //! At batch 1 to 8 a decode step's GEMMs are matrix-vector products: the time is reading the
 //! weights, and what costs is everything else — a kernel of its own for each RMSNorm and
-//! SwiGLU, and GEMM kernels tuned for larger products. Each warp here takes two output columns
-//! (two weight rows) and up to two rows of `x` ([`MAX_ROWS`]), every lane reading 16-byte
-//! runs of both weight rows, four runs of each in flight; a butterfly sum over the lanes gives
-//! each output.
-//! RMSNorm's input is normalized once per block into shared memory (rows × `k` elements of
-//! at most [`STAGE_BYTES`]; past that, each element is normalized as it is read).
+//! SwiGLU, and GEMM kernels tuned for larger products. Each block here takes two output
+//! columns (two weight rows) at a time and up to [`MAX_ROWS`] rows of `x`; its four warps
+//! split the reduction dimension `k`, every lane reading 16-byte runs of both weight rows
+//! (two runs of each in flight with one row of `x`, one with more, loaded beside the runs of
+//! `x` they meet), and a butterfly sum over the lanes and a sum over the warps in shared
+//! memory give each output. Splitting `k` over the block keeps every multiprocessor busy when
+//! a matrix has few rows and long ones (the MLP's down projection), and nothing waits before
+//! the first weight load: no block stages or normalizes `x` first.
 //!
-//! Each result is rounded as the unfused kernels round it — the normalized input to `T` as
-//! [`super::rmsnorm`] stores it, each projection's output to `T` before SwiGLU as the GEMM
-//! stores it — so the host functions here are the unfused ones composed, and on the mock the
-//! fused and unfused steps are equal bit for bit. On a GPU the dot products and the sum of
-//! squares are added in other orders than the host's (as cuBLAS's are).
+//! RMSNorm is folded into the product: each element of `x` is multiplied by the norm's weight
+//! as it is read, its square summed beside the products, and the row's inverse root
+//! multiplies the finished dot products — so the normalized row is never rounded to `T` on a
+//! GPU, where the unfused step rounds it. The host functions here are the unfused ones
+//! composed (the normalized row rounded as [`super::rmsnorm`] stores it, each projection's
+//! output rounded to `T` before SwiGLU as the GEMM stores it): on the mock the fused and
+//! unfused steps are equal bit for bit; on a GPU they differ in the last bits, as the sums'
+//! orders differ from the host's (and cuBLAS's).
 
 use accel_graph::{
     FloatElement, Gemm,
@@ -34,24 +39,26 @@ use crate::DecodeElement;
 /// Threads of a block (four warps).
 pub const THREADS: u32 = 128;
 
-/// Rows of `x` one pass of a block takes (more rows are taken two at a time, each two
-/// reading the weights again).
-pub const MAX_ROWS: usize = 2;
+/// Rows of `x` one pass of a block takes, per variant of the kernels: a step of one row runs
+/// the variant of one (fewest registers: more blocks per multiprocessor keep their weight loads
+/// in flight), larger steps the variant of [`MAX_ROWS`], whose blocks take their rows that
+/// many at a time — the block's two weight rows read from memory for the first rows and from
+/// the cache for the next.
+pub fn pass_rows(rows: usize) -> usize {
+    if rows <= 1 { 1 } else { MAX_ROWS }
+}
 
-/// Bytes of shared memory a block normalizes its rows of `x` into.
-pub const STAGE_BYTES: usize = 40960;
+/// Rows of `x` one pass of the larger variant takes (see [`pass_rows`]).
+pub const MAX_ROWS: usize = 4;
 
-/// Blocks the projections launch at most: each block walks its share of the output columns,
-/// so a block's normalization of `x` serves several columns (and 512 blocks of four warps
-/// fill a GPU of 132 multiprocessors several times over).
-pub const MAX_BLOCKS: usize = 512;
+/// Blocks the projections launch at most (each block walks its share of the output pairs).
+pub const MAX_BLOCKS: usize = 65_535;
 
-/// The grid of a projection with `columns` output columns (`columns` pairs for
-/// `decode_norm_gate_up`, whose warps take a gate and an up column together).
+/// The grid of a projection with `columns` output columns: a block per output pair (per
+/// column for `decode_norm_gate_up`, whose blocks take a gate and an up column together).
 pub fn grid(columns: usize, paired: bool) -> [u32; 3] {
     let pairs = if paired { columns } else { columns.div_ceil(2) };
-    let warps = (THREADS / 32) as usize;
-    [pairs.div_ceil(warps).clamp(1, MAX_BLOCKS) as u32, 1, 1]
+    [pairs.clamp(1, MAX_BLOCKS) as u32, 1, 1]
 }
 
 /// The reference of `decode_linear`: `out = T(x · Wᵀ + beta · out)` for `x` of `rows × k` and
@@ -115,15 +122,13 @@ pub fn norm_gate_up<T: FloatElement>(
     }
 }
 
-/// The CUDA C the three kernels share: the staging of `x`, the dot products of a warp's two
-/// columns with up to two rows, the epilogues.
-const COMMON: &str = r#"
+/// The CUDA C the three kernels share: the dot products of a block's two columns with up to
+/// four rows, RMSNorm folded in, the epilogues.
+pub(super) const COMMON: &str = r#"
 #define LIN_THREADS 128u
 #define LIN_WARPS 4u
-#define LIN_STAGE (40960u / (unsigned)sizeof(elem_t))
 // Elements in 16 bytes: 8 of bf16, 4 of f32.
 #define LIN_V (16u / (unsigned)sizeof(elem_t))
-#define LIN_RUNS 4
 struct alignas(16) lin_u4 { unsigned x, y, z, w; };
 
 __device__ __forceinline__ void lin_unpack(lin_u4 a, float* f) {
@@ -138,205 +143,207 @@ __device__ __forceinline__ void lin_unpack(lin_u4 a, float* f) {
     }
 }
 
-// The normalized element as the RMSNorm kernel stores it: T(w · T(x · inv)).
-__device__ __forceinline__ float lin_norm(float x, float inv, float w) {
-    return ld(st(__fmul_rn(w, ld(st(__fmul_rn(x, inv))))));
-}
-
 __device__ __forceinline__ bool lin_aligned(const void* p) {
     return ((unsigned long long)p & 15ull) == 0ull;
 }
 
-// One output pair of R rows (g of them real: rows past g repeat row g - 1 and are not stored),
-// 16-byte loads: k % LIN_V == 0 and every base aligned. `fly` (not null) is RMSNorm's weight
-// when x was too large to stage: each element is normalized as it is read.
-template <int R>
-__device__ __forceinline__ void lin_dot_vec(const elem_t* w0, const elem_t* w1, const elem_t* xs,
-        unsigned g, const elem_t* fly, const float* inv, unsigned k, unsigned lane,
-        float* a0, float* a1) {
-    const unsigned step = 32u * LIN_V;
-    for (unsigned e0 = lane * LIN_V; e0 < k; e0 += LIN_RUNS * step) {
-        lin_u4 r0[LIN_RUNS], r1[LIN_RUNS];
+// One element of row r of x as the product reads it: times RMSNorm's weight `nv` with `norm`
+// (the row's inverse root multiplies the whole dot product at the end), its square added to
+// `sq[r]`.
+template <bool NORM>
+__device__ __forceinline__ float lin_in(float xv, float nv, float* sq) {
+    if (NORM) { *sq = fmaf(xv, xv, *sq); return xv * nv; }
+    return xv;
+}
+
+// This warp's share of the dot products of weight rows w0 and w1 with R rows of x (g real:
+// rows past g repeat row g - 1 and are not stored). 16-byte loads (k % LIN_V == 0, every base
+// aligned): the block's warps take the runs of 32 · LIN_V elements in turn, RUNS runs of both
+// weight rows in flight per lane — and the runs of x and of the norm's weight they meet,
+// loaded beside them, so no load waits for another.
+template <int R, bool NORM>
+__device__ __forceinline__ void lin_dot_vec(const elem_t* w0, const elem_t* w1,
+        const elem_t* x, unsigned g, const elem_t* nw, unsigned k, unsigned warp,
+        unsigned lane, float* a0, float* a1, float* sq) {
+    // Two runs in flight with one row, one with more (their runs of x take registers too):
+    // measured on an H200, four runs of one row read the MLP's 46 MB 22 % slower than two
+    // (more registers, fewer blocks per multiprocessor).
+    constexpr int RUNS = R == 1 ? 2 : 1;
+    const unsigned run = 32u * LIN_V, stride = LIN_WARPS * run;
+    for (unsigned e0 = warp * run + lane * LIN_V; e0 < k; e0 += RUNS * stride) {
+        lin_u4 r0[RUNS], r1[RUNS], rx[RUNS][R], rn[RUNS];
 #pragma unroll
-        for (int u = 0; u < LIN_RUNS; ++u) {
-            unsigned e = e0 + u * step;
+        for (int u = 0; u < RUNS; ++u) {
+            unsigned e = e0 + u * stride;
             if (e < k) {
                 r0[u] = *reinterpret_cast<const lin_u4*>(w0 + e);
                 r1[u] = *reinterpret_cast<const lin_u4*>(w1 + e);
+                if (NORM) rn[u] = *reinterpret_cast<const lin_u4*>(nw + e);
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    unsigned rr = (unsigned)r < g ? (unsigned)r : g - 1u;
+                    rx[u][r] = *reinterpret_cast<const lin_u4*>(x + (idx_t)rr * k + e);
+                }
             }
         }
 #pragma unroll
-        for (int u = 0; u < LIN_RUNS; ++u) {
-            unsigned e = e0 + u * step;
-            if (e >= k) break;
-            float f0[8], f1[8], nw[8];
+        for (int u = 0; u < RUNS; ++u) {
+            if (e0 + u * stride >= k) break;
+            float f0[8], f1[8], nv[8];
             lin_unpack(r0[u], f0);
             lin_unpack(r1[u], f1);
-            if (fly) lin_unpack(*reinterpret_cast<const lin_u4*>(fly + e), nw);
+            if (NORM) lin_unpack(rn[u], nv);
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                unsigned rr = (unsigned)r < g ? (unsigned)r : g - 1u;
                 float xv[8];
-                lin_unpack(*reinterpret_cast<const lin_u4*>(xs + (idx_t)rr * k + e), xv);
-                if (fly) {
-#pragma unroll
-                    for (unsigned i = 0; i < LIN_V; ++i) xv[i] = lin_norm(xv[i], inv[rr], nw[i]);
-                }
+                lin_unpack(rx[u][r], xv);
 #pragma unroll
                 for (unsigned i = 0; i < LIN_V; ++i) {
-                    a0[r] = fmaf(xv[i], f0[i], a0[r]);
-                    a1[r] = fmaf(xv[i], f1[i], a1[r]);
+                    float h = lin_in<NORM>(xv[i], nv[i], &sq[r]);
+                    a0[r] = fmaf(h, f0[i], a0[r]);
+                    a1[r] = fmaf(h, f1[i], a1[r]);
                 }
             }
         }
     }
 }
 
-// The same with one element per load: any k, any alignment.
-template <int R>
+// The same one element per load (any k, any alignment): the block's threads take the
+// elements in turn.
+template <int R, bool NORM>
 __device__ __forceinline__ void lin_dot_scalar(const elem_t* w0, const elem_t* w1,
-        const elem_t* xs, unsigned g, const elem_t* fly, const float* inv, unsigned k,
-        unsigned lane, float* a0, float* a1) {
-    for (unsigned e = lane; e < k; e += 32u) {
+        const elem_t* x, unsigned g, const elem_t* nw, unsigned k, unsigned warp,
+        unsigned lane, float* a0, float* a1, float* sq) {
+    for (unsigned e = warp * 32u + lane; e < k; e += LIN_THREADS) {
         float f0 = ld(w0[e]), f1 = ld(w1[e]);
-        float nw = fly ? ld(fly[e]) : 0.0f;
+        float nv = NORM ? ld(nw[e]) : 1.0f;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             unsigned rr = (unsigned)r < g ? (unsigned)r : g - 1u;
-            float xv = ld(xs[(idx_t)rr * k + e]);
-            if (fly) xv = lin_norm(xv, inv[rr], nw);
-            a0[r] = fmaf(xv, f0, a0[r]);
-            a1[r] = fmaf(xv, f1, a1[r]);
+            float h = lin_in<NORM>(ld(x[(idx_t)rr * k + e]), nv, &sq[r]);
+            a0[r] = fmaf(h, f0, a0[r]);
+            a1[r] = fmaf(h, f1, a1[r]);
         }
     }
 }
 
-__device__ __forceinline__ void lin_store(elem_t* out, idx_t at, float acc, float beta) {
-    out[at] = st(beta == 0.0f ? acc : __fadd_rn(acc, __fmul_rn(beta, ld(out[at]))));
-}
+// What a projection does with its outputs: which two weight rows its pair p reads, and where
+// the two dot products of a row go. `prefetch` runs (in threads 0 .. g) before the products,
+// `store` after them, for the same row and pair, in the same thread.
 
-// Output pair p of rows r0 .. r0 + g: columns 2p and 2p + 1 of `out` (n wide), or with
-// `gate_up` column p of `act` from gate row p and up row p.
-template <int R>
-__device__ __forceinline__ void lin_pair(bool vec, bool gate_up, elem_t* out,
-        const elem_t* w0, const elem_t* w1, const elem_t* xs, unsigned r0, unsigned g,
-        const elem_t* fly, const float* inv, unsigned n, unsigned k, unsigned p, float beta,
-        unsigned lane) {
-    float a0[R], a1[R];
+// `out = x · Wᵀ + beta · out`: columns 2p and 2p + 1 (the last pair of an odd n has one).
+struct LinOut {
+    elem_t* out; const elem_t* w; unsigned n; float beta; float old0, old1;
+    __device__ unsigned pairs() const { return (n + 1u) / 2u; }
+    __device__ void weights(unsigned p, unsigned k, const elem_t** w0, const elem_t** w1) const {
+        *w0 = w + (idx_t)(2u * p) * k;
+        *w1 = w + (idx_t)(2u * p + 1u < n ? 2u * p + 1u : 2u * p) * k;
+    }
+    // The residual the sum adds, loaded now: its latency passes with the products'.
+    __device__ void prefetch(unsigned row, unsigned p) {
+        if (beta == 0.0f) return;
+        old0 = ld(out[(idx_t)row * n + 2u * p]);
+        if (2u * p + 1u < n) old1 = ld(out[(idx_t)row * n + 2u * p + 1u]);
+    }
+    __device__ float add(float acc, float old) const {
+        return beta == 0.0f ? acc : __fadd_rn(acc, __fmul_rn(beta, old));
+    }
+    __device__ void store(unsigned row, unsigned p, float d0, float d1) {
+        out[(idx_t)row * n + 2u * p] = st(add(d0, old0));
+        if (2u * p + 1u < n) out[(idx_t)row * n + 2u * p + 1u] = st(add(d1, old1));
+    }
+};
+
+// `act = silu(T(h · Gᵀ)) · T(h · Uᵀ)`: column p from gate row p and up row p.
+struct LinGateUp {
+    elem_t* act; const elem_t* gate; const elem_t* up; unsigned n;
+    __device__ unsigned pairs() const { return n; }
+    __device__ void weights(unsigned p, unsigned k, const elem_t** w0, const elem_t** w1) const {
+        *w0 = gate + (idx_t)p * k;
+        *w1 = up + (idx_t)p * k;
+    }
+    __device__ void prefetch(unsigned, unsigned) {}
+    __device__ void store(unsigned row, unsigned p, float d0, float d1) {
+        float gv = ld(st(d0)), uv = ld(st(d1));
+        float silu = ld(st(gv / (1.0f + expf(-gv))));
+        act[(idx_t)row * n + p] = st(__fmul_rn(silu, uv));
+    }
+};
+
+// Output pair p of rows r0 .. r0 + g (g <= R), by the whole block. Each warp sums its share,
+// the warps' sums meet in shared memory and are added in warp order (the same order every
+// replay).
+template <int R, bool NORM, class E>
+__device__ __forceinline__ void lin_pair(bool vec, E& e, const elem_t* w0, const elem_t* w1,
+        const elem_t* x, unsigned r0, unsigned g, const elem_t* nw, unsigned k, unsigned p,
+        float eps, float (*part)[3][R]) {
+    const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u, r = threadIdx.x;
+    if (r < g) e.prefetch(r0 + r, p);
+    const elem_t* xr = x + (idx_t)r0 * k;
+    float a0[R], a1[R], sq[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) { a0[r] = 0.0f; a1[r] = 0.0f; }
-    if (vec) lin_dot_vec<R>(w0, w1, xs, g, fly, inv, k, lane, a0, a1);
-    else lin_dot_scalar<R>(w0, w1, xs, g, fly, inv, k, lane, a0, a1);
+    for (int i = 0; i < R; ++i) { a0[i] = 0.0f; a1[i] = 0.0f; sq[i] = 0.0f; }
+    if (vec) lin_dot_vec<R, NORM>(w0, w1, xr, g, nw, k, warp, lane, a0, a1, sq);
+    else lin_dot_scalar<R, NORM>(w0, w1, xr, g, nw, k, warp, lane, a0, a1, sq);
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < R; ++i) {
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) {
-            a0[r] += __shfl_xor_sync(0xffffffffu, a0[r], off);
-            a1[r] += __shfl_xor_sync(0xffffffffu, a1[r], off);
+            a0[i] += __shfl_xor_sync(0xffffffffu, a0[i], off);
+            a1[i] += __shfl_xor_sync(0xffffffffu, a1[i], off);
+            if (NORM) sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], off);
         }
     }
-    if (lane != 0u) return;
+    if (lane == 0u) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-        if ((unsigned)r >= g) break;
-        idx_t row = (idx_t)(r0 + (unsigned)r) * n;
-        if (gate_up) {
-            float gv = ld(st(a0[r])), uv = ld(st(a1[r]));
-            float silu = ld(st(gv / (1.0f + expf(-gv))));
-            out[row + p] = st(__fmul_rn(silu, uv));
-        } else {
-            lin_store(out, row + 2u * p, a0[r], beta);
-            if (2u * p + 1u < n) lin_store(out, row + 2u * p + 1u, a1[r], beta);
+        for (int i = 0; i < R; ++i) {
+            part[warp][0][i] = a0[i]; part[warp][1][i] = a1[i]; part[warp][2][i] = sq[i];
         }
     }
+    __syncthreads();
+    if (r < g) {
+        float d0 = 0.0f, d1 = 0.0f, s = 0.0f;
+        for (unsigned w = 0; w < LIN_WARPS; ++w) {
+            d0 += part[w][0][r]; d1 += part[w][1][r]; s += part[w][2][r];
+        }
+        if (NORM) {
+            const float inv = 1.0f / sqrtf(__fadd_rn(s / (float)k, eps));
+            d0 *= inv; d1 *= inv;
+        }
+        e.store(r0 + r, p, d0, d1);
+    }
+    // The partial sums are read before the block's next pair overwrites them.
+    __syncthreads();
 }
 
-// The whole projection: rows two at a time; for each, RMSNorm's inverse root per row (and
-// the normalized rows staged in shared memory where they fit), then the block's share of the
-// output pairs. `wb` is the up weights with `gate_up`, else unused.
-__device__ __forceinline__ void lin_run(bool gate_up, elem_t* out, const elem_t* x,
-        const elem_t* nw, const elem_t* wa, const elem_t* wb, unsigned rows, unsigned n,
-        unsigned k, float beta, float eps) {
-    __shared__ __align__(16) elem_t s_x[LIN_STAGE];
-    __shared__ float s_red[2][LIN_WARPS];
-    __shared__ float s_inv[2];
-    const unsigned tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
-    const unsigned pairs = gate_up ? n : (n + 1u) / 2u;
-    const bool vec = k % LIN_V == 0u && lin_aligned(x) && lin_aligned(wa)
-        && (!gate_up || lin_aligned(wb)) && (nw == 0 || lin_aligned(nw));
-    for (unsigned r0 = 0; r0 < rows; r0 += 2u) {
-        const unsigned g = rows - r0 < 2u ? rows - r0 : 2u;
-        const elem_t* xr = x + (idx_t)r0 * k;
-        const bool staged = nw != 0 && (idx_t)g * k <= (idx_t)LIN_STAGE;
-        __syncthreads();
-        if (nw) {
-            // Eight loads in flight at a time: every block pays this before its first
-            // product, so its latency is paid once, not once per load.
-            for (unsigned r = 0; r < g; ++r) {
-                const elem_t* row = xr + (idx_t)r * k;
-                float s = 0.0f;
-                for (unsigned i = tid; i < k; i += 8u * LIN_THREADS) {
-                    float v[8];
-#pragma unroll
-                    for (unsigned u = 0; u < 8u; ++u) {
-                        v[u] = i + u * LIN_THREADS < k ? ld(row[i + u * LIN_THREADS]) : 0.0f;
-                    }
-#pragma unroll
-                    for (unsigned u = 0; u < 8u; ++u) s = fmaf(v[u], v[u], s);
-                }
-                for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-                if (lane == 0u) s_red[r][warp] = s;
-            }
-            __syncthreads();
-            if (tid < g) {
-                float s = 0.0f;
-                for (unsigned w = 0; w < LIN_WARPS; ++w) s += s_red[tid][w];
-                s_inv[tid] = 1.0f / sqrtf(__fadd_rn(s / (float)k, eps));
-            }
-            __syncthreads();
-            if (staged) {
-                for (unsigned r = 0; r < g; ++r) {
-                    const elem_t* row = xr + (idx_t)r * k;
-                    elem_t* dst = s_x + (idx_t)r * k;
-                    const float inv = s_inv[r];
-                    for (unsigned i = tid; i < k; i += 8u * LIN_THREADS) {
-                        float xv[8], wv[8];
-#pragma unroll
-                        for (unsigned u = 0; u < 8u; ++u) {
-                            bool in = i + u * LIN_THREADS < k;
-                            xv[u] = in ? ld(row[i + u * LIN_THREADS]) : 0.0f;
-                            wv[u] = in ? ld(nw[i + u * LIN_THREADS]) : 0.0f;
-                        }
-#pragma unroll
-                        for (unsigned u = 0; u < 8u; ++u) {
-                            if (i + u * LIN_THREADS < k) {
-                                dst[i + u * LIN_THREADS] = st(lin_norm(xv[u], inv, wv[u]));
-                            }
-                        }
-                    }
-                }
-                __syncthreads();
-            }
-        }
-        const elem_t* xs = staged ? s_x : xr;
-        const elem_t* fly = staged ? (const elem_t*)0 : nw;
-        const unsigned R = g <= 1u ? 1u : 2u;
-        for (unsigned p = blockIdx.x * LIN_WARPS + warp; p < pairs; p += gridDim.x * LIN_WARPS) {
-            const elem_t* w0 = gate_up ? wa + (idx_t)p * k : wa + (idx_t)(2u * p) * k;
-            const elem_t* w1 = gate_up ? wb + (idx_t)p * k
-                : wa + (idx_t)(2u * p + 1u < n ? 2u * p + 1u : 2u * p) * k;
-            switch (R) {
-                case 1u: lin_pair<1>(vec, gate_up, out, w0, w1, xs, r0, g, fly, s_inv, n, k, p, beta, lane); break;
-                default: lin_pair<2>(vec, gate_up, out, w0, w1, xs, r0, g, fly, s_inv, n, k, p, beta, lane); break;
-            }
+// The whole projection: the block's output pairs in turn, each for its rows R at a time (a
+// pair's weights, read from memory for the first R rows, come from the cache for the next).
+// `nw` is RMSNorm's weight with NORM. R and NORM are fixed per kernel: a kernel's registers
+// are those of its largest path, and fewer registers let more blocks keep their loads in
+// flight.
+template <int R, bool NORM, class E>
+__device__ __forceinline__ void lin_run(E e, const elem_t* x, const elem_t* nw, unsigned rows,
+        unsigned k, float eps) {
+    __shared__ float part[LIN_WARPS][3][R];
+    const elem_t *w0, *w1;
+    e.weights(0u, k, &w0, &w1);
+    const bool vec = k % LIN_V == 0u && lin_aligned(x) && (!NORM || lin_aligned(nw))
+        && lin_aligned(w0) && lin_aligned(w1);
+    const unsigned pairs = e.pairs();
+    for (unsigned p = blockIdx.x; p < pairs; p += gridDim.x) {
+        e.weights(p, k, &w0, &w1);
+        for (unsigned r0 = 0; r0 < rows; r0 += R) {
+            const unsigned g = rows - r0 < (unsigned)R ? rows - r0 : (unsigned)R;
+            lin_pair<R, NORM>(vec, e, w0, w1, x, r0, g, nw, k, p, eps, part);
         }
     }
 }
 "#;
 
-/// `decode_linear(out, x, w, rows, n, k, beta)`.
-pub(super) fn linear_kernel<T: DecodeElement>() -> Kernel {
-    let k = Kernel::new("decode_linear")
+/// `decode_linear_r{pass}(out, x, w, rows, n, k, beta)`: [`pass_rows`] rows of `x` a pass.
+pub(super) fn linear_kernel<T: DecodeElement>(pass: usize) -> Kernel {
+    let name = format!("decode_linear_r{pass}");
+    let k = Kernel::new(name.clone())
         .buffer_with_extent::<T>("out", Access::ReadWrite, product(3, 4))
         .buffer_with_extent::<T>("x", Access::Read, product(3, 5))
         .buffer_with_extent::<T>("w", Access::Read, product(4, 5))
@@ -348,12 +355,15 @@ pub(super) fn linear_kernel<T: DecodeElement>() -> Kernel {
     with_sources::<T>(
         k,
         &format!(
-            "{COMMON}\nextern \"C\" __global__ void __launch_bounds__(128) decode_linear(\
+            "{COMMON}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
              elem_t* out, const elem_t* x, const elem_t* w, unsigned rows, unsigned n, \
-             unsigned k, float beta) {{\n    lin_run(false, out, x, (const elem_t*)0, w, w, \
-             rows, n, k, beta, 0.0f);\n}}"
+             unsigned k, float beta) {{\n    LinOut e = {{out, w, n, beta, 0.0f, \
+             0.0f}};\n    lin_run<{pass}, false>(e, x, (const elem_t*)0, rows, k, 0.0f);\n}}"
         ),
-        r#"struct Scalars { rows: u32, n: u32, k: u32, beta: f32 }
+        entry(
+            &name,
+            "decode_linear",
+            r#"struct Scalars { rows: u32, n: u32, k: u32, beta: f32 }
 @group(0) @binding(0) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
@@ -369,6 +379,7 @@ fn decode_linear(@builtin(global_invocation_id) id: vec3<u32>,
         if (s.beta == 0.0) { dst[o] = acc; } else { dst[o] = acc + s.beta * dst[o]; }
     }
 }"#,
+        ),
     )
     .host(|args, _| {
         let [out, x, w, rows, n, k, beta] = args else {
@@ -386,9 +397,11 @@ fn decode_linear(@builtin(global_invocation_id) id: vec3<u32>,
     })
 }
 
-/// `decode_norm_linear(out, x, norm, w, rows, n, k, eps)`.
-pub(super) fn norm_linear_kernel<T: DecodeElement>() -> Kernel {
-    let k = Kernel::new("decode_norm_linear")
+/// `decode_norm_linear_r{pass}(out, x, norm, w, rows, n, k, eps)`: [`pass_rows`] rows of `x`
+/// a pass.
+pub(super) fn norm_linear_kernel<T: DecodeElement>(pass: usize) -> Kernel {
+    let name = format!("decode_norm_linear_r{pass}");
+    let k = Kernel::new(name.clone())
         .buffer_with_extent::<T>("out", Access::Write, product(4, 5))
         .buffer_with_extent::<T>("x", Access::Read, product(4, 6))
         .buffer_with_extent::<T>("norm", Access::Read, at_least(6))
@@ -401,13 +414,16 @@ pub(super) fn norm_linear_kernel<T: DecodeElement>() -> Kernel {
     with_sources::<T>(
         k,
         &format!(
-            "{COMMON}\nextern \"C\" __global__ void __launch_bounds__(128) decode_norm_linear(\
+            "{COMMON}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
              elem_t* out, const elem_t* x, const elem_t* norm, const elem_t* w, unsigned rows, \
-             unsigned n, unsigned k, float eps) {{\n    lin_run(false, out, x, norm, w, w, \
-             rows, n, k, 0.0f, eps);\n}}"
+             unsigned n, unsigned k, float eps) {{\n    LinOut e = {{out, w, n, 0.0f, 0.0f, \
+             0.0f}};\n    lin_run<{pass}, true>(e, x, norm, rows, k, eps);\n}}"
         ),
-        format!(
-            "struct Scalars {{ rows: u32, n: u32, k: u32, eps: f32 }}
+        entry(
+            &name,
+            "decode_norm_linear",
+            format!(
+                "struct Scalars {{ rows: u32, n: u32, k: u32, eps: f32 }}
 @group(0) @binding(0) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> norm: array<f32>;
@@ -428,6 +444,7 @@ fn decode_norm_linear(@builtin(global_invocation_id) id: vec3<u32>,
         dst[o] = acc;
     }}
 }}"
+            ),
         ),
     )
     .host(|args, _| {
@@ -447,9 +464,11 @@ fn decode_norm_linear(@builtin(global_invocation_id) id: vec3<u32>,
     })
 }
 
-/// `decode_norm_gate_up(act, x, norm, gate, up, rows, inter, k, eps)`.
-pub(super) fn norm_gate_up_kernel<T: DecodeElement>() -> Kernel {
-    let k = Kernel::new("decode_norm_gate_up")
+/// `decode_norm_gate_up_r{pass}(act, x, norm, gate, up, rows, inter, k, eps)`: [`pass_rows`]
+/// rows of `x` a pass.
+pub(super) fn norm_gate_up_kernel<T: DecodeElement>(pass: usize) -> Kernel {
+    let name = format!("decode_norm_gate_up_r{pass}");
+    let k = Kernel::new(name.clone())
         .buffer_with_extent::<T>("act", Access::Write, product(5, 6))
         .buffer_with_extent::<T>("x", Access::Read, product(5, 7))
         .buffer_with_extent::<T>("norm", Access::Read, at_least(7))
@@ -463,13 +482,17 @@ pub(super) fn norm_gate_up_kernel<T: DecodeElement>() -> Kernel {
     with_sources::<T>(
         k,
         &format!(
-            "{COMMON}\nextern \"C\" __global__ void __launch_bounds__(128) decode_norm_gate_up(\
+            "{COMMON}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
              elem_t* act, const elem_t* x, const elem_t* norm, const elem_t* gate, \
              const elem_t* up, unsigned rows, unsigned inter, unsigned k, float eps) {{\n    \
-             lin_run(true, act, x, norm, gate, up, rows, inter, k, 0.0f, eps);\n}}"
+             LinGateUp e = {{act, gate, up, inter}};\n    \
+             lin_run<{pass}, true>(e, x, norm, rows, k, eps);\n}}"
         ),
-        format!(
-            "struct Scalars {{ rows: u32, n: u32, k: u32, eps: f32 }}
+        entry(
+            &name,
+            "decode_norm_gate_up",
+            format!(
+                "struct Scalars {{ rows: u32, n: u32, k: u32, eps: f32 }}
 @group(0) @binding(0) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> norm: array<f32>;
@@ -494,6 +517,7 @@ fn decode_norm_gate_up(@builtin(global_invocation_id) id: vec3<u32>,
         dst[o] = g / (1.0 + exp(-g)) * u;
     }}
 }}"
+            ),
         ),
     )
     .host(|args, _| {
@@ -514,17 +538,24 @@ fn decode_norm_gate_up(@builtin(global_invocation_id) id: vec3<u32>,
     })
 }
 
+/// The WGSL `wgsl` with its entry point `base` renamed `name` (the kernel's name, which says
+/// how many rows a pass takes; WGSL's loop takes any number of rows).
+pub(super) fn entry(name: &str, base: &str, wgsl: impl Into<String>) -> String {
+    wgsl.into()
+        .replacen(&format!("fn {base}("), &format!("fn {name}("), 1)
+}
+
 /// WGSL: the inverse root mean square of row `r` of `x` (`s.k` wide, `s.eps`).
-const WGSL_NORM: &str = "fn inv_rms(r: u32) -> f32 {
+pub(super) const WGSL_NORM: &str = "fn inv_rms(r: u32) -> f32 {
     var acc = 0.0;
     for (var i = 0u; i < s.k; i = i + 1u) { let v = x[r * s.k + i]; acc = acc + v * v; }
     return 1.0 / sqrt(acc / f32(s.k) + s.eps);
 }";
 
-fn product(first: usize, second: usize) -> Extent {
+pub(super) fn product(first: usize, second: usize) -> Extent {
     Extent::AtLeastProduct { first, second }
 }
 
-fn at_least(param: usize) -> Extent {
+pub(super) fn at_least(param: usize) -> Extent {
     Extent::AtLeastScalar { param, factor: 1 }
 }

@@ -16,6 +16,7 @@ pub mod argmax;
 pub mod attention;
 pub mod embed;
 pub mod linear;
+pub mod qkv_rope;
 pub mod rmsnorm;
 pub mod rope;
 pub mod swiglu;
@@ -49,12 +50,34 @@ pub struct Kernels {
     pub swiglu: Kernel,
     /// [`argmax`].
     pub argmax: Kernel,
-    /// [`linear`]: the small-batch projection, `beta` times the output added.
+    /// [`linear`]: the small-batch projections taking one row a pass (steps of one row).
+    pub one_row: Projections,
+    /// [`linear`]: the small-batch projections taking [`linear::MAX_ROWS`] rows a pass.
+    pub rows: Projections,
+}
+
+/// The small-batch projections of [`linear`] and [`qkv_rope`] for one number of rows a pass.
+#[derive(Debug)]
+pub struct Projections {
+    /// The projection, `beta` times the output added.
     pub linear: Kernel,
-    /// [`linear`]: RMSNorm and the small-batch projection.
+    /// RMSNorm and the projection.
     pub norm_linear: Kernel,
-    /// [`linear`]: RMSNorm, the gate and up projections and SwiGLU.
+    /// RMSNorm, the gate and up projections and SwiGLU.
     pub norm_gate_up: Kernel,
+    /// [`qkv_rope`]: RMSNorm, the QKV projection, RoPE and the cache store.
+    pub norm_qkv_rope: Kernel,
+}
+
+impl Projections {
+    fn new<T: DecodeElement>(pass: usize) -> Self {
+        Projections {
+            linear: linear::linear_kernel::<T>(pass),
+            norm_linear: linear::norm_linear_kernel::<T>(pass),
+            norm_gate_up: linear::norm_gate_up_kernel::<T>(pass),
+            norm_qkv_rope: qkv_rope::kernel::<T>(pass),
+        }
+    }
 }
 
 impl Kernels {
@@ -75,16 +98,24 @@ impl Kernels {
                     attention_combine: attention::combine_kernel::<T>(),
                     swiglu: swiglu::kernel::<T>(),
                     argmax: argmax::kernel::<T>(),
-                    linear: linear::linear_kernel::<T>(),
-                    norm_linear: linear::norm_linear_kernel::<T>(),
-                    norm_gate_up: linear::norm_gate_up_kernel::<T>(),
+                    one_row: Projections::new::<T>(1),
+                    rows: Projections::new::<T>(linear::MAX_ROWS),
                 })
             })
             .clone()
     }
 
+    /// The small-batch projections a step of `rows` rows runs ([`linear::pass_rows`]).
+    pub fn projections(&self, rows: usize) -> &Projections {
+        if linear::pass_rows(rows) == 1 {
+            &self.one_row
+        } else {
+            &self.rows
+        }
+    }
+
     /// Every kernel.
-    pub fn all(&self) -> [&Kernel; 11] {
+    pub fn all(&self) -> [&Kernel; 16] {
         [
             &self.embed,
             &self.rmsnorm,
@@ -94,9 +125,14 @@ impl Kernels {
             &self.attention_combine,
             &self.swiglu,
             &self.argmax,
-            &self.linear,
-            &self.norm_linear,
-            &self.norm_gate_up,
+            &self.one_row.linear,
+            &self.one_row.norm_linear,
+            &self.one_row.norm_gate_up,
+            &self.one_row.norm_qkv_rope,
+            &self.rows.linear,
+            &self.rows.norm_linear,
+            &self.rows.norm_gate_up,
+            &self.rows.norm_qkv_rope,
         ]
     }
 }

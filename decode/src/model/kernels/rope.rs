@@ -114,6 +114,79 @@ pub fn rope_kv<T: FloatElement>(
     }
 }
 
+/// CUDA C: what becomes of pair `i` of head `h` of row `r` (`a`, `b`: its elements `i` and
+/// `i + head_dim/2`, as `T`): a query head's rotated into `q`, a key head's rotated and a value
+/// head's as it is into the cache at the row's position of its slot — nothing for a padding row
+/// (length 0) or a slot past the cache. The rotation rounds as [`rope_kv`] does. Shared by
+/// `decode_rope_kv` and the fused QKV projection ([`super::qkv_rope`]).
+pub(super) const CUDA_STORE: &str = r#"
+struct RopeStore {
+    elem_t* q; elem_t* k_cache; elem_t* v_cache; const float* table; const unsigned* meta;
+    unsigned rows, heads, kv_heads, head_dim, max_len, slots;
+    __device__ void store(unsigned r, unsigned h, unsigned i, elem_t a16, elem_t b16) const {
+        const unsigned hd = head_dim / 2u;
+        unsigned pos = meta[rows + r];
+        if (pos >= max_len) pos = max_len - 1u;
+        const unsigned len = meta[2u * rows + r], slot = meta[3u * rows + r];
+        const bool cached = len != 0u && slot < slots;
+        if (h >= heads + kv_heads) {
+            if (!cached) return;
+            idx_t at = (((idx_t)slot * kv_heads + (h - heads - kv_heads)) * max_len + pos)
+                * head_dim;
+            v_cache[at + i] = a16;
+            v_cache[at + i + hd] = b16;
+            return;
+        }
+        const float a = ld(a16), b = ld(b16);
+        const float c = table[(idx_t)pos * hd + i];
+        const float sn = table[(idx_t)max_len * hd + (idx_t)pos * hd + i];
+        const elem_t lo = st(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn)));
+        const elem_t hi = st(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn)));
+        if (h < heads) {
+            elem_t* o = q + ((idx_t)r * heads + h) * head_dim;
+            o[i] = lo;
+            o[i + hd] = hi;
+        } else if (cached) {
+            idx_t at = (((idx_t)slot * kv_heads + (h - heads)) * max_len + pos) * head_dim;
+            k_cache[at + i] = lo;
+            k_cache[at + i + hd] = hi;
+        }
+    }
+};
+"#;
+
+/// WGSL: the same as [`CUDA_STORE`], over the bindings `q`, `k_cache`, `v_cache`, `table`,
+/// `step_in` and the scalars `s` (`rows`, `heads`, `kv_heads`, `head_dim`, `max_len`,
+/// `slots`) of the kernel that includes it.
+pub(super) const WGSL_STORE: &str = "fn rope_store(r: u32, h: u32, i: u32, a: f32, b: f32) {
+    let hd = s.head_dim / 2u;
+    let pos = min(step_in[s.rows + r], s.max_len - 1u);
+    let cached = step_in[2u * s.rows + r] != 0u && step_in[3u * s.rows + r] < s.slots;
+    let slot = step_in[3u * s.rows + r];
+    if (h >= s.heads + s.kv_heads) {
+        if (cached) {
+            let at = ((slot * s.kv_heads + h - s.heads - s.kv_heads) * s.max_len + pos)
+                * s.head_dim;
+            v_cache[at + i] = a;
+            v_cache[at + i + hd] = b;
+        }
+        return;
+    }
+    let c = table[pos * hd + i];
+    let sn = table[s.max_len * hd + pos * hd + i];
+    let lo = a * c - b * sn;
+    let hi = b * c + a * sn;
+    if (h < s.heads) {
+        let at = (r * s.heads + h) * s.head_dim;
+        q[at + i] = lo;
+        q[at + i + hd] = hi;
+    } else if (cached) {
+        let at = ((slot * s.kv_heads + h - s.heads) * s.max_len + pos) * s.head_dim;
+        k_cache[at + i] = lo;
+        k_cache[at + i + hd] = hi;
+    }
+}";
+
 pub(super) fn kernel<T: DecodeElement>() -> Kernel {
     let k = Kernel::new("decode_rope_kv")
         .buffer::<T>("q", Access::Write)
@@ -138,46 +211,25 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
     with_sources::<T>(
         k,
         // One thread per pair of a head: query heads, then key heads, then value heads.
-        r#"extern "C" __global__ void decode_rope_kv(elem_t* q, elem_t* k_cache, elem_t* v_cache,
+        &format!(
+            "{CUDA_STORE}
+extern \"C\" __global__ void decode_rope_kv(elem_t* q, elem_t* k_cache, elem_t* v_cache,
         const elem_t* qkv, const float* table, const unsigned* meta, unsigned rows,
-        unsigned heads, unsigned kv_heads, unsigned head_dim, unsigned max_len, unsigned slots) {
+        unsigned heads, unsigned kv_heads, unsigned head_dim, unsigned max_len, unsigned slots) {{
     unsigned hd = head_dim / 2u;
     unsigned units = (heads + 2u * kv_heads) * hd;
     idx_t gi = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (gi >= (idx_t)rows * units) return;
     unsigned i = (unsigned)gi, r = i / units, u = i % units;
     unsigned h = u / hd, p = u % hd;
-    unsigned pos = meta[rows + r];
-    if (pos >= max_len) pos = max_len - 1u;
-    unsigned len = meta[2u * rows + r], slot = meta[3u * rows + r];
     const elem_t* x = qkv + (idx_t)r * (heads + 2u * kv_heads) * head_dim + (idx_t)h * head_dim;
-    if (h >= heads + kv_heads) {
-        // A value head: stored as it is.
-        if (len == 0u || slot >= slots) return;
-        unsigned kh = h - heads - kv_heads;
-        idx_t at = (((idx_t)slot * kv_heads + kh) * max_len + pos) * head_dim;
-        v_cache[at + p] = x[p];
-        v_cache[at + p + hd] = x[p + hd];
-        return;
-    }
-    float a = ld(x[p]), b = ld(x[p + hd]);
-    float c = table[(idx_t)pos * hd + p];
-    float sn = table[(idx_t)max_len * hd + (idx_t)pos * hd + p];
-    elem_t lo = st(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn)));
-    elem_t hi = st(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn)));
-    if (h < heads) {
-        elem_t* o = q + ((idx_t)r * heads + h) * head_dim;
-        o[p] = lo;
-        o[p + hd] = hi;
-    } else {
-        if (len == 0u || slot >= slots) return;
-        unsigned kh = h - heads;
-        idx_t at = (((idx_t)slot * kv_heads + kh) * max_len + pos) * head_dim;
-        k_cache[at + p] = lo;
-        k_cache[at + p + hd] = hi;
-    }
-}"#,
-        r#"struct Scalars { rows: u32, heads: u32, kv_heads: u32, head_dim: u32, max_len: u32, slots: u32 }
+    RopeStore to = {{q, k_cache, v_cache, table, meta, rows, heads, kv_heads, head_dim, max_len,
+        slots}};
+    to.store(r, h, p, x[p], x[p + hd]);
+}}"
+        ),
+        format!(
+            "struct Scalars {{ rows: u32, heads: u32, kv_heads: u32, head_dim: u32, max_len: u32, slots: u32 }}
 @group(0) @binding(0) var<storage, read_write> q: array<f32>;
 @group(0) @binding(1) var<storage, read_write> k_cache: array<f32>;
 @group(0) @binding(2) var<storage, read_write> v_cache: array<f32>;
@@ -185,46 +237,20 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
 @group(0) @binding(4) var<storage, read> table: array<f32>;
 @group(0) @binding(5) var<storage, read> step_in: array<u32>;
 @group(0) @binding(6) var<uniform> s: Scalars;
+{WGSL_STORE}
 @compute @workgroup_size(256)
-fn decode_rope_kv(@builtin(global_invocation_id) id: vec3<u32>) {
+fn decode_rope_kv(@builtin(global_invocation_id) id: vec3<u32>) {{
     let hd = s.head_dim / 2u;
     let units = (s.heads + 2u * s.kv_heads) * hd;
     let i = id.x;
-    if (i >= s.rows * units) { return; }
+    if (i >= s.rows * units) {{ return; }}
     let r = i / units;
-    let u = i % units;
-    let h = u / hd;
-    let p = u % hd;
-    let pos = min(step_in[s.rows + r], s.max_len - 1u);
-    let len = step_in[2u * s.rows + r];
-    let slot = step_in[3u * s.rows + r];
+    let h = (i % units) / hd;
+    let p = (i % units) % hd;
     let x = r * (s.heads + 2u * s.kv_heads) * s.head_dim + h * s.head_dim;
-    if (h >= s.heads + s.kv_heads) {
-        if (len == 0u || slot >= s.slots) { return; }
-        let kh = h - s.heads - s.kv_heads;
-        let at = ((slot * s.kv_heads + kh) * s.max_len + pos) * s.head_dim;
-        v_cache[at + p] = qkv[x + p];
-        v_cache[at + p + hd] = qkv[x + p + hd];
-        return;
-    }
-    let a = qkv[x + p];
-    let b = qkv[x + p + hd];
-    let c = table[pos * hd + p];
-    let sn = table[s.max_len * hd + pos * hd + p];
-    let lo = a * c - b * sn;
-    let hi = b * c + a * sn;
-    if (h < s.heads) {
-        let o = (r * s.heads + h) * s.head_dim;
-        q[o + p] = lo;
-        q[o + p + hd] = hi;
-    } else {
-        if (len == 0u || slot >= s.slots) { return; }
-        let kh = h - s.heads;
-        let at = ((slot * s.kv_heads + kh) * s.max_len + pos) * s.head_dim;
-        k_cache[at + p] = lo;
-        k_cache[at + p + hd] = hi;
-    }
-}"#,
+    rope_store(r, h, p, qkv[x + p], qkv[x + p + hd]);
+}}"
+        ),
     )
     .host(|args, _| {
         let [
