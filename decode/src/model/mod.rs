@@ -85,10 +85,10 @@ use kernels::{Kernels, attention, linear, qkv_rope};
 /// The largest step that takes the fused small-batch projections unless
 /// [`Model::set_fused_rows`] says otherwise: 4 for models at most 1,024 wide, else 1.
 /// Measured on an H200 in one run against `--fused-rows 0` (docs/BENCHMARKS.md): on the
-/// narrow model they take 32 % off a step of one row, 20 % off one of two and 14 % off one of
-/// four (eight rows were 16 % slower); on the 2,048-wide model 22 % off a step of one row, and
-/// steps of two or more were 2–4 % slower than cuBLAS's, which reads the larger weights at the
-/// same speed for any number of rows.
+/// narrow model they take 35 % off a step of one row, 19 % off one of two and 17 % off one of
+/// four (eight rows were 16 % slower); on the 2,048-wide model 21 % off a step of one row, and
+/// steps of two and four were 3–4 % slower than cuBLAS's, which reads the larger weights at
+/// the same speed for any number of rows.
 ///
 /// ```
 /// use accel_graph_decode::{Config, model::default_fused_rows};

@@ -166,7 +166,7 @@ __device__ __forceinline__ void lin_dot_vec(const elem_t* w0, const elem_t* w1,
         const elem_t* x, unsigned g, const elem_t* nw, unsigned k, unsigned warp,
         unsigned lane, float* a0, float* a1, float* sq) {
     // Two runs in flight with one row, one with more (their runs of x take registers too):
-    // measured on an H200, four runs of one row read the MLP's 46 MB 22 % slower than two
+    // measured on an H200, four runs of one row read the MLP's 46 MB 28 % slower than two
     // (more registers, fewer blocks per multiprocessor).
     constexpr int RUNS = R == 1 ? 2 : 1;
     const unsigned run = 32u * LIN_V, stride = LIN_WARPS * run;
