@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the decode engine's binaries (release, stripped: decode_bench, decode_serve,
+# Builds the decode engine's binaries (release, stripped: decode_bench, decode_serve, decode_kernels,
 # decode_tp) on this machine and stages them in .device-bundle/decode/ (git-ignored) with the
 # PyTorch side (decode/bench/*.py), for `bash scripts/device/run-decode.sh` (one GPU) and
 # `bash scripts/device/run-decode-tp.sh` (tensor parallel, several GPUs) on the GPU machine.
@@ -12,11 +12,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 BUNDLE=.device-bundle/decode
-BINS=(decode_bench decode_serve decode_tp)
+BINS=(decode_bench decode_serve decode_tp decode_kernels)
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE"
 cargo build --release -p accel-graph-decode --features nccl \
-  --bin decode_bench --bin decode_serve --bin decode_tp
+  --bin decode_bench --bin decode_serve --bin decode_tp --bin decode_kernels
 for bin in "${BINS[@]}"; do
   cp "$CARGO_TARGET_DIR/release/$bin" "$BUNDLE/$bin"
 done

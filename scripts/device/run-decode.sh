@@ -16,8 +16,10 @@
 # (1,2,4,8,16,32,64), WARMUP (20), BENCH_STEPS (200, graphed), EAGER_STEPS (100), TOKENS (32),
 # BANDWIDTH, TORCH_ARGS (more flags for torch_decode.py, e.g. "--gqa repeat"), ACCEL_ARGS (more
 # flags for decode_bench, e.g. "--fused-rows 0"), DEVICE_TEST (1: first run the engine's device
-# test, graphed against eager against the host reference, fused and unfused), STEP_TIMEOUT
-# (300 s), BACKEND (cuda; "mock" with CONFIGS=tiny tries the script's flow on any machine). About 4 minutes on one H100 with the defaults.
+# test, graphed against eager against the host reference, fused and unfused), KERNELS (1: then
+# decode_kernels, each projection timed alone fused and unfused, at 1, 2 and 4 rows),
+# STEP_TIMEOUT (300 s), BACKEND (cuda; "mock" with CONFIGS=tiny tries the script's flow on any
+# machine). About 5 minutes on one H200 with the defaults.
 # Logs go to $OUT (default ./device-logs): decode.log, decode-summary.txt; non-zero exit if a
 # step failed.
 set -uo pipefail
@@ -61,6 +63,12 @@ step() { logged_step "$@"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$LOG"
 if [[ "${DEVICE_TEST:-1}" == 1 && "$BACKEND" == cuda ]]; then
   step device_test "$B/test-devices" --nocapture
+fi
+if [[ "${KERNELS:-1}" == 1 ]]; then
+  for cfg in $CONFIGS; do
+    step "kernels_$cfg" "$B/decode_kernels" --backend "$BACKEND" --config "$cfg" --dtype bf16 \
+      --rows 1,2,4
+  done
 fi
 step torch_version python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
 
