@@ -161,7 +161,7 @@ fn issue<B: Backend, T: DecodeElement>(
         return match p.form {
             Form::Norm => b.launch_kernel(
                 &k.norm_linear,
-                linear::grid(p.n, false),
+                linear::grid(p.n, false, p.k),
                 &[
                     KernelArg::buffer(&ops.out),
                     KernelArg::buffer(&ops.x),
@@ -175,7 +175,7 @@ fn issue<B: Backend, T: DecodeElement>(
             ),
             Form::Residual => b.launch_kernel(
                 &k.linear,
-                linear::grid(p.n, false),
+                linear::grid(p.n, false, p.k),
                 &[
                     KernelArg::buffer(&ops.out),
                     KernelArg::buffer(&ops.x),
@@ -190,7 +190,7 @@ fn issue<B: Backend, T: DecodeElement>(
                 let half = p.n * p.k;
                 b.launch_kernel(
                     &k.norm_gate_up,
-                    linear::grid(p.n, true),
+                    linear::grid(p.n, true, p.k),
                     &[
                         KernelArg::buffer(&ops.out),
                         KernelArg::buffer(&ops.x),

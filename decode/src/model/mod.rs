@@ -324,7 +324,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             }
             self.launch(
                 &projections.norm_linear,
-                linear::grid(n, false),
+                linear::grid(n, false, c.hidden),
                 &[
                     KernelArg::buffer(out),
                     KernelArg::buffer(&x),
@@ -349,7 +349,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             }
             self.launch(
                 &projections.linear,
-                linear::grid(c.hidden, false),
+                linear::grid(c.hidden, false, k_dim),
                 &[
                     KernelArg::buffer(&x),
                     KernelArg::buffer(input),
@@ -412,7 +412,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             } else {
                 self.launch(
                     &projections.norm_qkv_rope,
-                    qkv_rope::grid(c.heads, c.kv_heads, c.head_dim),
+                    qkv_rope::grid(c.heads, c.kv_heads, c.head_dim, c.hidden),
                     &[
                         &[
                             KernelArg::buffer(&q),
@@ -497,7 +497,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
                 let half = c.intermediate * c.hidden;
                 self.launch(
                     &projections.norm_gate_up,
-                    linear::grid(c.intermediate, true),
+                    linear::grid(c.intermediate, true, c.hidden),
                     &[
                         KernelArg::buffer(&act),
                         KernelArg::buffer(&x),

@@ -12,7 +12,9 @@
 //! weights, and what costs is everything else — a kernel of its own for each RMSNorm and
 //! SwiGLU, and GEMM kernels tuned for larger products. Each block here takes two output
 //! columns (two weight rows) at a time and up to [`MAX_ROWS`] rows of `x`; its four warps
-//! split the reduction dimension `k`, every lane reading 16-byte runs of both weight rows
+//! split the reduction dimension `k` (rows of at least [`SPLIT_K`] elements; shorter rows are
+//! read by one warp per pair of columns, four pairs a block), every lane reading 16-byte runs
+//! of both weight rows
 //! (two runs of each in flight with one row of `x`, one with more, loaded beside the runs of
 //! `x` they meet), and a butterfly sum over the lanes and a sum over the warps in shared
 //! memory give each output. Splitting `k` over the block keeps every multiprocessor busy when
@@ -54,11 +56,28 @@ pub const MAX_ROWS: usize = 4;
 /// Blocks the projections launch at most (each block walks its share of the output pairs).
 pub const MAX_BLOCKS: usize = 65_535;
 
-/// The grid of a projection with `columns` output columns: a block per output pair (per
-/// column for `decode_norm_gate_up`, whose blocks take a gate and an up column together).
-pub fn grid(columns: usize, paired: bool) -> [u32; 3] {
-    let pairs = if paired { columns } else { columns.div_ceil(2) };
-    [pairs.clamp(1, MAX_BLOCKS) as u32, 1, 1]
+/// Weight rows at least this long (`k`) are split over a block's four warps, a block per
+/// output pair; shorter ones are read by one warp each, four pairs a block. Measured on an
+/// H200 (`decode_kernels`): the small model's 32,000 × 1,024 LM head took 25.4 µs split over
+/// warps against cuBLAS's 20.9 (a warp had one run of 256 elements to read per pair).
+pub const SPLIT_K: usize = 2048;
+
+/// The grid of a projection with `pairs` output pairs (column pairs, or gate and up columns
+/// for `decode_norm_gate_up`) of rows `k` long: a block per pair ([`SPLIT_K`] and longer) or
+/// per four.
+pub fn grid_for_pairs(pairs: usize, k: usize) -> [u32; 3] {
+    let per_block = if k < SPLIT_K {
+        (THREADS / 32) as usize
+    } else {
+        1
+    };
+    [pairs.div_ceil(per_block).clamp(1, MAX_BLOCKS) as u32, 1, 1]
+}
+
+/// The grid of a projection with `columns` output columns over rows `k` long
+/// ([`grid_for_pairs`]; `paired`: `decode_norm_gate_up`, a gate and an up column a pair).
+pub fn grid(columns: usize, paired: bool, k: usize) -> [u32; 3] {
+    grid_for_pairs(if paired { columns } else { columns.div_ceil(2) }, k)
 }
 
 /// The reference of `decode_linear`: `out = T(x · Wᵀ + beta · out)` for `x` of `rows × k` and
@@ -124,7 +143,7 @@ pub fn norm_gate_up<T: FloatElement>(
 
 /// The CUDA C the three kernels share: the dot products of a block's two columns with up to
 /// four rows, RMSNorm folded in, the epilogues.
-pub(super) const COMMON: &str = r#"
+const COMMON: &str = r#"
 #define LIN_THREADS 128u
 #define LIN_WARPS 4u
 // Elements in 16 bytes: 8 of bf16, 4 of f32.
@@ -163,14 +182,14 @@ __device__ __forceinline__ float lin_in(float xv, float nv, float* sq) {
 // loaded beside them, so no load waits for another.
 template <int R, bool NORM>
 __device__ __forceinline__ void lin_dot_vec(const elem_t* w0, const elem_t* w1,
-        const elem_t* x, unsigned g, const elem_t* nw, unsigned k, unsigned warp,
-        unsigned lane, float* a0, float* a1, float* sq) {
+        const elem_t* x, unsigned g, const elem_t* nw, unsigned k, unsigned part,
+        unsigned parts, unsigned lane, float* a0, float* a1, float* sq) {
     // Two runs in flight with one row, one with more (their runs of x take registers too):
     // measured on an H200, four runs of one row read the MLP's 46 MB 28 % slower than two
     // (more registers, fewer blocks per multiprocessor).
     constexpr int RUNS = R == 1 ? 2 : 1;
-    const unsigned run = 32u * LIN_V, stride = LIN_WARPS * run;
-    for (unsigned e0 = warp * run + lane * LIN_V; e0 < k; e0 += RUNS * stride) {
+    const unsigned run = 32u * LIN_V, stride = parts * run;
+    for (unsigned e0 = part * run + lane * LIN_V; e0 < k; e0 += RUNS * stride) {
         lin_u4 r0[RUNS], r1[RUNS], rx[RUNS][R], rn[RUNS];
 #pragma unroll
         for (int u = 0; u < RUNS; ++u) {
@@ -212,9 +231,9 @@ __device__ __forceinline__ void lin_dot_vec(const elem_t* w0, const elem_t* w1,
 // elements in turn.
 template <int R, bool NORM>
 __device__ __forceinline__ void lin_dot_scalar(const elem_t* w0, const elem_t* w1,
-        const elem_t* x, unsigned g, const elem_t* nw, unsigned k, unsigned warp,
-        unsigned lane, float* a0, float* a1, float* sq) {
-    for (unsigned e = warp * 32u + lane; e < k; e += LIN_THREADS) {
+        const elem_t* x, unsigned g, const elem_t* nw, unsigned k, unsigned part,
+        unsigned parts, unsigned lane, float* a0, float* a1, float* sq) {
+    for (unsigned e = part * 32u + lane; e < k; e += parts * 32u) {
         float f0 = ld(w0[e]), f1 = ld(w1[e]);
         float nv = NORM ? ld(nw[e]) : 1.0f;
 #pragma unroll
@@ -270,21 +289,25 @@ struct LinGateUp {
     }
 };
 
-// Output pair p of rows r0 .. r0 + g (g <= R), by the whole block. Each warp sums its share,
-// the warps' sums meet in shared memory and are added in warp order (the same order every
-// replay).
+// Output pair p of rows r0 .. r0 + g (g <= R): by the whole block, its warps each summing
+// a share of k that meets the others' in shared memory, added in warp order (the same order
+// every replay) — or, `whole`, by one warp alone (short rows, where splitting them leaves a
+// warp too little to read).
 template <int R, bool NORM, class E>
-__device__ __forceinline__ void lin_pair(bool vec, E& e, const elem_t* w0, const elem_t* w1,
-        const elem_t* x, unsigned r0, unsigned g, const elem_t* nw, unsigned k, unsigned p,
-        float eps, float (*part)[3][R]) {
-    const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u, r = threadIdx.x;
+__device__ __forceinline__ void lin_pair(bool vec, bool whole, E& e, const elem_t* w0,
+        const elem_t* w1, const elem_t* x, unsigned r0, unsigned g, const elem_t* nw,
+        unsigned k, unsigned p, float eps, float (*part)[3][R]) {
+    const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    // The thread that finishes row r0 + r.
+    const unsigned r = whole ? lane : threadIdx.x;
     if (r < g) e.prefetch(r0 + r, p);
     const elem_t* xr = x + (idx_t)r0 * k;
+    const unsigned share = whole ? 0u : warp, shares = whole ? 1u : LIN_WARPS;
     float a0[R], a1[R], sq[R];
 #pragma unroll
     for (int i = 0; i < R; ++i) { a0[i] = 0.0f; a1[i] = 0.0f; sq[i] = 0.0f; }
-    if (vec) lin_dot_vec<R, NORM>(w0, w1, xr, g, nw, k, warp, lane, a0, a1, sq);
-    else lin_dot_scalar<R, NORM>(w0, w1, xr, g, nw, k, warp, lane, a0, a1, sq);
+    if (vec) lin_dot_vec<R, NORM>(w0, w1, xr, g, nw, k, share, shares, lane, a0, a1, sq);
+    else lin_dot_scalar<R, NORM>(w0, w1, xr, g, nw, k, share, shares, lane, a0, a1, sq);
 #pragma unroll
     for (int i = 0; i < R; ++i) {
 #pragma unroll
@@ -294,18 +317,29 @@ __device__ __forceinline__ void lin_pair(bool vec, E& e, const elem_t* w0, const
             if (NORM) sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], off);
         }
     }
-    if (lane == 0u) {
+    float d0 = 0.0f, d1 = 0.0f, s = 0.0f;
+    if (whole) {
+        // Every lane holds the sums: lane r takes row r's (selected, not indexed, to keep the
+        // sums in registers).
 #pragma unroll
         for (int i = 0; i < R; ++i) {
-            part[warp][0][i] = a0[i]; part[warp][1][i] = a1[i]; part[warp][2][i] = sq[i];
+            if ((unsigned)i == r) { d0 = a0[i]; d1 = a1[i]; s = sq[i]; }
+        }
+    } else {
+        if (lane == 0u) {
+#pragma unroll
+            for (int i = 0; i < R; ++i) {
+                part[warp][0][i] = a0[i]; part[warp][1][i] = a1[i]; part[warp][2][i] = sq[i];
+            }
+        }
+        __syncthreads();
+        if (r < g) {
+            for (unsigned w = 0; w < LIN_WARPS; ++w) {
+                d0 += part[w][0][r]; d1 += part[w][1][r]; s += part[w][2][r];
+            }
         }
     }
-    __syncthreads();
     if (r < g) {
-        float d0 = 0.0f, d1 = 0.0f, s = 0.0f;
-        for (unsigned w = 0; w < LIN_WARPS; ++w) {
-            d0 += part[w][0][r]; d1 += part[w][1][r]; s += part[w][2][r];
-        }
         if (NORM) {
             const float inv = 1.0f / sqrtf(__fadd_rn(s / (float)k, eps));
             d0 *= inv; d1 *= inv;
@@ -313,14 +347,14 @@ __device__ __forceinline__ void lin_pair(bool vec, E& e, const elem_t* w0, const
         e.store(r0 + r, p, d0, d1);
     }
     // The partial sums are read before the block's next pair overwrites them.
-    __syncthreads();
+    if (!whole) __syncthreads();
 }
 
-// The whole projection: the block's output pairs in turn, each for its rows R at a time (a
-// pair's weights, read from memory for the first R rows, come from the cache for the next).
-// `nw` is RMSNorm's weight with NORM. R and NORM are fixed per kernel: a kernel's registers
-// are those of its largest path, and fewer registers let more blocks keep their loads in
-// flight.
+// The whole projection: the block's output pairs in turn (one at a time, or one per warp with
+// rows shorter than LIN_SPLIT_K), each for its rows R at a time (a pair's weights, read from
+// memory for the first R rows, come from the cache for the next). `nw` is RMSNorm's weight
+// with NORM. R and NORM are fixed per kernel: a kernel's registers are those of its largest
+// path, and fewer registers let more blocks keep their loads in flight.
 template <int R, bool NORM, class E>
 __device__ __forceinline__ void lin_run(E e, const elem_t* x, const elem_t* nw, unsigned rows,
         unsigned k, float eps) {
@@ -329,16 +363,26 @@ __device__ __forceinline__ void lin_run(E e, const elem_t* x, const elem_t* nw, 
     e.weights(0u, k, &w0, &w1);
     const bool vec = k % LIN_V == 0u && lin_aligned(x) && (!NORM || lin_aligned(nw))
         && lin_aligned(w0) && lin_aligned(w1);
+    // The same for the whole block (k is): only the split form meets at barriers.
+    const bool whole = k < LIN_SPLIT_K;
+    const unsigned per_block = whole ? LIN_WARPS : 1u;
     const unsigned pairs = e.pairs();
-    for (unsigned p = blockIdx.x; p < pairs; p += gridDim.x) {
+    for (unsigned p = blockIdx.x * per_block + (whole ? threadIdx.x >> 5 : 0u); p < pairs;
+            p += gridDim.x * per_block) {
         e.weights(p, k, &w0, &w1);
         for (unsigned r0 = 0; r0 < rows; r0 += R) {
             const unsigned g = rows - r0 < (unsigned)R ? rows - r0 : (unsigned)R;
-            lin_pair<R, NORM>(vec, e, w0, w1, x, r0, g, nw, k, p, eps, part);
+            lin_pair<R, NORM>(vec, whole, e, w0, w1, x, r0, g, nw, k, p, eps, part);
         }
     }
 }
 "#;
+
+/// [`COMMON`] after the length from which rows are split over a block's warps
+/// ([`SPLIT_K`], `LIN_SPLIT_K` there).
+pub(super) fn common_source() -> String {
+    format!("#define LIN_SPLIT_K {SPLIT_K}u\n{COMMON}")
+}
 
 /// `decode_linear_r{pass}(out, x, w, rows, n, k, beta)`: [`pass_rows`] rows of `x` a pass.
 pub(super) fn linear_kernel<T: DecodeElement>(pass: usize) -> Kernel {
@@ -352,10 +396,11 @@ pub(super) fn linear_kernel<T: DecodeElement>(pass: usize) -> Kernel {
         .scalar::<u32>("k")
         .scalar::<f32>("beta")
         .block([THREADS, 1, 1]);
+    let common = common_source();
     with_sources::<T>(
         k,
         &format!(
-            "{COMMON}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
+            "{common}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
              elem_t* out, const elem_t* x, const elem_t* w, unsigned rows, unsigned n, \
              unsigned k, float beta) {{\n    LinOut e = {{out, w, n, beta, 0.0f, \
              0.0f}};\n    lin_run<{pass}, false>(e, x, (const elem_t*)0, rows, k, 0.0f);\n}}"
@@ -411,10 +456,11 @@ pub(super) fn norm_linear_kernel<T: DecodeElement>(pass: usize) -> Kernel {
         .scalar::<u32>("k")
         .scalar::<f32>("eps")
         .block([THREADS, 1, 1]);
+    let common = common_source();
     with_sources::<T>(
         k,
         &format!(
-            "{COMMON}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
+            "{common}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
              elem_t* out, const elem_t* x, const elem_t* norm, const elem_t* w, unsigned rows, \
              unsigned n, unsigned k, float eps) {{\n    LinOut e = {{out, w, n, 0.0f, 0.0f, \
              0.0f}};\n    lin_run<{pass}, true>(e, x, norm, rows, k, eps);\n}}"
@@ -479,10 +525,11 @@ pub(super) fn norm_gate_up_kernel<T: DecodeElement>(pass: usize) -> Kernel {
         .scalar::<u32>("k")
         .scalar::<f32>("eps")
         .block([THREADS, 1, 1]);
+    let common = common_source();
     with_sources::<T>(
         k,
         &format!(
-            "{COMMON}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
+            "{common}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
              elem_t* act, const elem_t* x, const elem_t* norm, const elem_t* gate, \
              const elem_t* up, unsigned rows, unsigned inter, unsigned k, float eps) {{\n    \
              LinGateUp e = {{act, gate, up, inter}};\n    \

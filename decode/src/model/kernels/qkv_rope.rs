@@ -13,7 +13,7 @@
 use accel_graph::kernel::{Access, Extent, Kernel};
 
 use super::{
-    linear::{COMMON, THREADS, WGSL_NORM, at_least, entry, norm_linear, product},
+    linear::{WGSL_NORM, at_least, common_source, entry, norm_linear, product},
     rope::{CUDA_STORE, RopeShape, WGSL_STORE, rope_kv},
     scalar, with_sources,
 };
@@ -40,10 +40,10 @@ struct LinQkvRope {
 "#;
 
 /// The grid of the kernel for a model of `heads` query and `kv_heads` key/value heads of
-/// `head_dim`: a block per pair of elements RoPE rotates together.
-pub fn grid(heads: usize, kv_heads: usize, head_dim: usize) -> [u32; 3] {
-    let pairs = (heads + 2 * kv_heads) * (head_dim / 2);
-    [pairs.clamp(1, super::linear::MAX_BLOCKS) as u32, 1, 1]
+/// `head_dim` over rows `k` long: its pairs are the elements RoPE rotates together
+/// ([`super::linear::grid_for_pairs`]).
+pub fn grid(heads: usize, kv_heads: usize, head_dim: usize, k: usize) -> [u32; 3] {
+    super::linear::grid_for_pairs((heads + 2 * kv_heads) * (head_dim / 2), k)
 }
 
 /// `decode_norm_qkv_rope_r{pass}(q, k_cache, v_cache, x, norm, w, table, meta, rows, n, k,
@@ -77,11 +77,12 @@ pub(super) fn kernel<T: DecodeElement>(pass: usize) -> Kernel {
         .scalar::<u32>("max_len")
         .scalar::<u32>("slots")
         .scalar::<f32>("eps")
-        .block([THREADS, 1, 1]);
+        .block([super::linear::THREADS, 1, 1]);
+    let common = common_source();
     with_sources::<T>(
         k,
         &format!(
-            "{COMMON}\n{CUDA_STORE}\n{EPILOGUE}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
+            "{common}\n{CUDA_STORE}\n{EPILOGUE}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
              elem_t* q, elem_t* k_cache, elem_t* v_cache, const elem_t* x, const elem_t* norm, \
              const elem_t* w, const float* table, const unsigned* meta, unsigned rows, \
              unsigned n, unsigned k, unsigned heads, unsigned kv_heads, unsigned head_dim, \
