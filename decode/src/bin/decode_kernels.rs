@@ -25,14 +25,11 @@
 
 use std::{process::ExitCode, time::Instant};
 
-use accel_graph::{
-    AcceleratorGraph, Backend, BackendJob, DeviceBuffer, Gemm, GraphOptions, Result, half::bf16,
-    kernel::KernelArg,
-};
+use accel_graph::{AcceleratorGraph, Backend, BackendJob, Gemm, GraphOptions, Result, half::bf16};
 use accel_graph_decode::{
     Config, DecodeElement,
     cli::{BackendArg, CliError, Dtype, bad},
-    model::kernels::{Kernels, linear},
+    model::kernels::Kernels,
 };
 use clap::Parser;
 
@@ -153,56 +150,16 @@ fn issue<B: Backend, T: DecodeElement>(
     fused: bool,
 ) -> Result<()> {
     let kernels = Kernels::get::<T>();
-    let eps = KernelArg::scalar(c.rms_eps);
-    // Every size fits in u32 (a preset's).
-    let scalar = |n: usize| KernelArg::scalar(n as u32);
+    let eps = c.rms_eps;
     if fused {
         let k = kernels.projections(rows);
         return match p.form {
-            Form::Norm => b.launch_kernel(
-                &k.norm_linear,
-                linear::grid(p.n, false, p.k),
-                &[
-                    KernelArg::buffer(&ops.out),
-                    KernelArg::buffer(&ops.x),
-                    KernelArg::buffer(&ops.norm),
-                    KernelArg::buffer(w),
-                    scalar(rows),
-                    scalar(p.n),
-                    scalar(p.k),
-                    eps,
-                ],
-            ),
-            Form::Residual => b.launch_kernel(
-                &k.linear,
-                linear::grid(p.n, false, p.k),
-                &[
-                    KernelArg::buffer(&ops.out),
-                    KernelArg::buffer(&ops.x),
-                    KernelArg::buffer(w),
-                    scalar(rows),
-                    scalar(p.n),
-                    scalar(p.k),
-                    KernelArg::scalar(1.0f32),
-                ],
-            ),
+            Form::Norm => {
+                k.issue_norm_linear(b, &ops.out, &ops.x, &ops.norm, w, rows, p.n, p.k, eps)
+            }
+            Form::Residual => k.issue_linear(b, &ops.out, &ops.x, w, rows, p.n, p.k, 1.0),
             Form::GateUp => {
-                let half = p.n * p.k;
-                b.launch_kernel(
-                    &k.norm_gate_up,
-                    linear::grid(p.n, true, p.k),
-                    &[
-                        KernelArg::buffer(&ops.out),
-                        KernelArg::buffer(&ops.x),
-                        KernelArg::buffer(&ops.norm),
-                        KernelArg::buffer(w.view(..half)?),
-                        KernelArg::buffer(w.view(half..2 * half)?),
-                        scalar(rows),
-                        scalar(p.n),
-                        scalar(p.k),
-                        eps,
-                    ],
-                )
+                k.issue_norm_gate_up(b, &ops.out, &ops.x, &ops.norm, w, rows, p.n, p.k, eps)
             }
         };
     }
@@ -210,32 +167,12 @@ fn issue<B: Backend, T: DecodeElement>(
     if p.form == Form::Residual {
         return b.gemm(&gemm.scalars(1.0, 1.0), &ops.x, w, &ops.out);
     }
-    b.launch_kernel(
-        &kernels.rmsnorm,
-        [rows as u32, 1, 1],
-        &[
-            KernelArg::buffer(&ops.h),
-            KernelArg::buffer(&ops.x),
-            KernelArg::buffer(&ops.norm),
-            scalar(rows),
-            scalar(p.k),
-            eps,
-        ],
-    )?;
+    kernels.issue_rmsnorm(b, &ops.h, &ops.x, &ops.norm, rows, p.k, eps)?;
     if p.form == Form::Norm {
         return b.gemm(&gemm, &ops.h, w, &ops.out);
     }
     b.gemm(&gemm, &ops.h, w, &ops.product)?;
-    b.launch_kernel(
-        &kernels.swiglu,
-        kernels.swiglu.grid_for(rows * p.n),
-        &[
-            KernelArg::buffer(&ops.out),
-            KernelArg::buffer(&ops.product),
-            scalar(rows),
-            scalar(p.n),
-        ],
-    )
+    kernels.issue_swiglu(b, &ops.out, &ops.product, rows, p.n)
 }
 
 /// Microseconds per projection of one form: a graph of `--launches` of them, replayed.

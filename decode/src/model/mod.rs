@@ -308,34 +308,10 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
         // out = rmsnorm(x) · w_norm · Wᵀ (n columns): fused, or RMSNorm then the GEMM.
         let norm_linear = |out: &B::Buffer<T>, norm: &B::Buffer<T>, w: &B::Buffer<T>, n: usize| {
             if let Some((h, _, _)) = &unfused {
-                self.launch(
-                    &k.rmsnorm,
-                    rows_grid,
-                    &[
-                        KernelArg::buffer(h),
-                        KernelArg::buffer(&x),
-                        KernelArg::buffer(norm),
-                        u(rows),
-                        u(c.hidden),
-                        KernelArg::scalar(c.rms_eps),
-                    ],
-                )?;
+                k.issue_rmsnorm(b, h, &x, norm, rows, c.hidden, c.rms_eps)?;
                 return b.gemm(&linear(n, c.hidden), h, w, out);
             }
-            self.launch(
-                &projections.norm_linear,
-                linear::grid(n, false, c.hidden),
-                &[
-                    KernelArg::buffer(out),
-                    KernelArg::buffer(&x),
-                    KernelArg::buffer(norm),
-                    KernelArg::buffer(w),
-                    u(rows),
-                    u(n),
-                    u(c.hidden),
-                    KernelArg::scalar(c.rms_eps),
-                ],
-            )
+            projections.issue_norm_linear(b, out, &x, norm, w, rows, n, c.hidden, c.rms_eps)
         };
         // x = input · Wᵀ + residual · x (k_dim wide input): fused, or the GEMM.
         let residual_linear = |input: &B::Buffer<T>, w: &B::Buffer<T>, k_dim: usize| {
@@ -347,19 +323,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
                     &x,
                 );
             }
-            self.launch(
-                &projections.linear,
-                linear::grid(c.hidden, false, k_dim),
-                &[
-                    KernelArg::buffer(&x),
-                    KernelArg::buffer(input),
-                    KernelArg::buffer(w),
-                    u(rows),
-                    u(c.hidden),
-                    u(k_dim),
-                    KernelArg::scalar(residual),
-                ],
-            )
+            projections.issue_linear(b, &x, input, w, rows, c.hidden, k_dim, residual)
         };
 
         self.launch(
@@ -482,33 +446,18 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             self.reduce(&x)?;
             if let Some((_, gate_up, _)) = &unfused {
                 norm_linear(gate_up, &w.mlp_norm, &w.gate_up, 2 * c.intermediate)?;
-                self.launch(
-                    &k.swiglu,
-                    per_row(&k.swiglu, c.intermediate),
-                    &[
-                        KernelArg::buffer(&act),
-                        KernelArg::buffer(gate_up),
-                        u(rows),
-                        u(c.intermediate),
-                    ],
-                )?;
+                k.issue_swiglu(b, &act, gate_up, rows, c.intermediate)?;
             } else {
-                // The gate rows, then the up rows, of the fused weight.
-                let half = c.intermediate * c.hidden;
-                self.launch(
-                    &projections.norm_gate_up,
-                    linear::grid(c.intermediate, true, c.hidden),
-                    &[
-                        KernelArg::buffer(&act),
-                        KernelArg::buffer(&x),
-                        KernelArg::buffer(&w.mlp_norm),
-                        KernelArg::buffer(w.gate_up.view(..half)?),
-                        KernelArg::buffer(w.gate_up.view(half..2 * half)?),
-                        u(rows),
-                        u(c.intermediate),
-                        u(c.hidden),
-                        KernelArg::scalar(c.rms_eps),
-                    ],
+                projections.issue_norm_gate_up(
+                    b,
+                    &act,
+                    &x,
+                    &w.mlp_norm,
+                    &w.gate_up,
+                    rows,
+                    c.intermediate,
+                    c.hidden,
+                    c.rms_eps,
                 )?;
             }
             residual_linear(&act, &w.down, c.intermediate)?;

@@ -27,7 +27,10 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use accel_graph::kernel::{HostArg, Kernel};
+use accel_graph::{
+    Backend, DeviceBuffer, GraphError, Result,
+    kernel::{HostArg, Kernel, KernelArg},
+};
 
 use crate::DecodeElement;
 
@@ -78,6 +81,166 @@ impl Projections {
             norm_qkv_rope: qkv_rope::kernel::<T>(pass),
         }
     }
+
+    /// Issues `out = x · Wᵀ + beta · out` for `rows` rows of `x` (`rows × k`) and `w`
+    /// (`n × k`) on the current stream: [`Projections::linear`] with its grid.
+    #[allow(clippy::too_many_arguments)]
+    pub fn issue_linear<B: Backend, T: DecodeElement>(
+        &self,
+        b: &B,
+        out: &B::Buffer<T>,
+        x: &B::Buffer<T>,
+        w: &B::Buffer<T>,
+        rows: usize,
+        n: usize,
+        k: usize,
+        beta: f32,
+    ) -> Result<()> {
+        b.launch_kernel(
+            &self.linear,
+            linear::grid(n, false, k),
+            &[
+                KernelArg::buffer(out),
+                KernelArg::buffer(x),
+                KernelArg::buffer(w),
+                size(rows)?,
+                size(n)?,
+                size(k)?,
+                KernelArg::scalar(beta),
+            ],
+        )
+    }
+
+    /// Issues `out = rmsnorm(x) · norm · Wᵀ` (RMSNorm's `eps`) on the current stream:
+    /// [`Projections::norm_linear`] with its grid.
+    #[allow(clippy::too_many_arguments)]
+    pub fn issue_norm_linear<B: Backend, T: DecodeElement>(
+        &self,
+        b: &B,
+        out: &B::Buffer<T>,
+        x: &B::Buffer<T>,
+        norm: &B::Buffer<T>,
+        w: &B::Buffer<T>,
+        rows: usize,
+        n: usize,
+        k: usize,
+        eps: f32,
+    ) -> Result<()> {
+        b.launch_kernel(
+            &self.norm_linear,
+            linear::grid(n, false, k),
+            &[
+                KernelArg::buffer(out),
+                KernelArg::buffer(x),
+                KernelArg::buffer(norm),
+                KernelArg::buffer(w),
+                size(rows)?,
+                size(n)?,
+                size(k)?,
+                KernelArg::scalar(eps),
+            ],
+        )
+    }
+
+    /// Issues `act = swiglu(rmsnorm(x) · norm · [G; U]ᵀ)` on the current stream:
+    /// [`Projections::norm_gate_up`] with its grid, `gate_up` holding the `inter` gate rows,
+    /// then the `inter` up rows (each `k` long). A `gate_up` shorter than `2 · inter · k` is
+    /// [`accel_graph::GraphError::ViewOutOfRange`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn issue_norm_gate_up<B: Backend, T: DecodeElement>(
+        &self,
+        b: &B,
+        act: &B::Buffer<T>,
+        x: &B::Buffer<T>,
+        norm: &B::Buffer<T>,
+        gate_up: &B::Buffer<T>,
+        rows: usize,
+        inter: usize,
+        k: usize,
+        eps: f32,
+    ) -> Result<()> {
+        let half = inter.checked_mul(k).ok_or_else(|| {
+            GraphError::ArgumentMismatch(format!("{inter} × {k} gate rows: past usize"))
+        })?;
+        b.launch_kernel(
+            &self.norm_gate_up,
+            linear::grid(inter, true, k),
+            &[
+                KernelArg::buffer(act),
+                KernelArg::buffer(x),
+                KernelArg::buffer(norm),
+                KernelArg::buffer(gate_up.view(..half)?),
+                KernelArg::buffer(gate_up.view(half..half.saturating_mul(2))?),
+                size(rows)?,
+                size(inter)?,
+                size(k)?,
+                KernelArg::scalar(eps),
+            ],
+        )
+    }
+}
+
+impl Kernels {
+    /// Issues `h = rmsnorm(x) · norm` for `rows` rows of `k` (RMSNorm's `eps`) on the current
+    /// stream: [`rmsnorm`], a block per row.
+    #[allow(clippy::too_many_arguments)]
+    pub fn issue_rmsnorm<B: Backend, T: DecodeElement>(
+        &self,
+        b: &B,
+        h: &B::Buffer<T>,
+        x: &B::Buffer<T>,
+        norm: &B::Buffer<T>,
+        rows: usize,
+        k: usize,
+        eps: f32,
+    ) -> Result<()> {
+        b.launch_kernel(
+            &self.rmsnorm,
+            [u32::try_from(rows).map_err(|_| too_large(rows))?, 1, 1],
+            &[
+                KernelArg::buffer(h),
+                KernelArg::buffer(x),
+                KernelArg::buffer(norm),
+                size(rows)?,
+                size(k)?,
+                KernelArg::scalar(eps),
+            ],
+        )
+    }
+
+    /// Issues `act = silu(gate) · up` for `rows` rows of `gate_up` (`inter` gate columns, then
+    /// `inter` up columns per row) on the current stream: [`swiglu`].
+    pub fn issue_swiglu<B: Backend, T: DecodeElement>(
+        &self,
+        b: &B,
+        act: &B::Buffer<T>,
+        gate_up: &B::Buffer<T>,
+        rows: usize,
+        inter: usize,
+    ) -> Result<()> {
+        b.launch_kernel(
+            &self.swiglu,
+            self.swiglu.grid_for(rows.saturating_mul(inter)),
+            &[
+                KernelArg::buffer(act),
+                KernelArg::buffer(gate_up),
+                size(rows)?,
+                size(inter)?,
+            ],
+        )
+    }
+}
+
+/// A size as the kernels' `u32` scalar; past `u32::MAX` it is
+/// [`GraphError::ArgumentMismatch`].
+fn size<M>(n: usize) -> Result<KernelArg<'static, M>> {
+    u32::try_from(n)
+        .map(KernelArg::scalar)
+        .map_err(|_| too_large(n))
+}
+
+fn too_large(n: usize) -> GraphError {
+    GraphError::ArgumentMismatch(format!("size {n}: the kernels take sizes up to u32::MAX"))
 }
 
 impl Kernels {
