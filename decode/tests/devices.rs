@@ -92,3 +92,36 @@ fn cuda_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
     }
     Ok(())
 }
+
+/// The fused projections over rows of no elements (`k` 0) write products of 0, as the host
+/// does (an RMSNorm of an empty row multiplies nothing): on the mock, and on a GPU where one
+/// is present.
+fn empty_rows_project_to_zero<B: accel_graph::Backend>(b: &B) -> Result<()> {
+    use accel_graph_decode::model::kernels::Kernels;
+    let kernels = Kernels::get::<f32>();
+    let (rows, n) = (3, 5);
+    for rows_a_pass in [1, rows] {
+        let p = kernels.projections(rows_a_pass);
+        let empty = b.alloc::<f32>(0)?;
+        let out = b.alloc::<f32>(rows * n)?;
+        b.upload(&out, &vec![f32::NAN; rows * n])?;
+        p.issue_norm_linear(b, &out, &empty, &empty, &empty, rows, n, 0, 1e-5)?;
+        assert_eq!(b.download(&out)?, vec![0.0; rows * n], "norm_linear");
+        b.upload(&out, &vec![f32::NAN; rows * n])?;
+        p.issue_norm_gate_up(b, &out, &empty, &empty, &empty, rows, n, 0, 1e-5)?;
+        assert_eq!(b.download(&out)?, vec![0.0; rows * n], "norm_gate_up");
+    }
+    Ok(())
+}
+
+#[test]
+fn projections_of_empty_rows_are_zero() -> Result<()> {
+    empty_rows_project_to_zero(&accel_graph::mock::MockBackend::new())?;
+    match accel_graph::cuda::CudaBackend::new(0) {
+        Ok(b) => empty_rows_project_to_zero(&b),
+        Err(e) => {
+            eprintln!("skipped on CUDA: no CUDA device here ({e})");
+            Ok(())
+        }
+    }
+}

@@ -340,7 +340,9 @@ __device__ __forceinline__ void lin_pair(bool vec, bool whole, E& e, const elem_
         }
     }
     if (r < g) {
-        if (NORM) {
+        // Rows of no elements have products of 0, as the host's (whose inverse root of an
+        // empty row, 0 / 0, multiplies nothing): not NaN times 0.
+        if (NORM && k != 0u) {
             const float inv = 1.0f / sqrtf(__fadd_rn(s / (float)k, eps));
             d0 *= inv; d1 *= inv;
         }
