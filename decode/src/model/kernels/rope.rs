@@ -161,8 +161,8 @@ struct RopeStore {
 pub(super) const WGSL_STORE: &str = "fn rope_store(r: u32, h: u32, i: u32, a: f32, b: f32) {
     let hd = s.head_dim / 2u;
     let pos = min(step_in[s.rows + r], s.max_len - 1u);
-    let cached = step_in[2u * s.rows + r] != 0u && step_in[3u * s.rows + r] < s.slots;
     let slot = step_in[3u * s.rows + r];
+    let cached = step_in[2u * s.rows + r] != 0u && slot < s.slots;
     if (h >= s.heads + s.kv_heads) {
         if (cached) {
             let at = ((slot * s.kv_heads + h - s.heads - s.kv_heads) * s.max_len + pos)
