@@ -1,11 +1,13 @@
 //! Users' kernels and GEMM on CUDA: kernels compiled by NVRTC ([`crate::nvrtc`], cached on
-//! disk), loaded as modules and launched with `cuLaunchKernel`; GEMM on cuBLAS
-//! ([`crate::blas`]).
+//! disk), loaded as modules and launched with `cuLaunchKernel` — or `cuLaunchKernelEx` with
+//! programmatic stream serialization for a kernel built to overlap the kernel before it
+//! ([`Kernel::programmatic_dependent_launch`]) on a device of compute capability 9.0 or later;
+//! GEMM on cuBLAS ([`crate::blas`]).
 
 use std::{
     ffi::{CString, c_void},
     ptr,
-    sync::Arc,
+    sync::{Arc, LazyLock},
 };
 
 use accel_graph_api::{FloatType, Gemm, GraphError, backend_kit::ErrorClass, kernel::Kernel};
@@ -27,6 +29,9 @@ pub struct CuModule {
     module: sys::CUmodule,
     function: sys::CUfunction,
     ctx: Arc<CudaContext>,
+    /// Launched with programmatic stream serialization: the kernel is marked for it, and both
+    /// the device and the code compiled for it have the grid-dependency control (9.0+).
+    programmatic: bool,
 }
 
 // SAFETY: module and function handles are plain driver handles, usable from any thread whose
@@ -42,6 +47,23 @@ impl CuModule {
     pub fn cu_function(&self) -> sys::CUfunction {
         self.function
     }
+
+    /// Whether launches may overlap the kernel before them on the stream (the kernel is marked
+    /// [`Kernel::programmatic_dependent_launch`] and this device and its compiled code can).
+    pub fn is_programmatic(&self) -> bool {
+        self.programmatic
+    }
+}
+
+/// The environment variable that turns programmatic dependent launch off (`0`): every kernel
+/// then launches in stream order, to compare or to rule the overlap out.
+pub const PROGRAMMATIC_LAUNCH_ENV: &str = "ACCEL_GRAPH_CUDA_PROGRAMMATIC_LAUNCH";
+
+/// Whether the environment allows programmatic dependent launch (read once per process).
+fn programmatic_allowed() -> bool {
+    static ALLOWED: LazyLock<bool> =
+        LazyLock::new(|| std::env::var(PROGRAMMATIC_LAUNCH_ENV).map_or(true, |v| v.trim() != "0"));
+    *ALLOWED
 }
 
 impl Drop for CuModule {
@@ -111,6 +133,50 @@ enum Param {
     Word(u32),
 }
 
+/// `cuLaunchKernelEx` with programmatic stream serialization allowed: the grid may begin
+/// before the kernel before it on the stream has finished, if that kernel lets its dependents
+/// launch (`griddepcontrol.launch_dependents`); its threads wait for it where they call
+/// `griddepcontrol.wait`. Captured, the dependency becomes a programmatic edge of the graph.
+///
+/// # Safety
+/// As `cuLaunchKernel` in [`DriverKernels::launch_kernel`]: `pointers` holds one pointer per
+/// parameter to a value of its size, the buffers behind them are live; the kernel is marked
+/// [`Kernel::programmatic_dependent_launch`] (it waits before touching earlier work's memory).
+unsafe fn launch_programmatic(
+    module: &CuModule,
+    grid: [u32; 3],
+    block: [u32; 3],
+    pointers: &mut [*mut c_void],
+    stream: &CuStream,
+) -> DriverResult<()> {
+    // SAFETY: plain data (an id, padding, a union of plain values): all zeros is valid.
+    let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: grid[0],
+        gridDimY: grid[1],
+        gridDimZ: grid[2],
+        blockDimX: block[0],
+        blockDimY: block[1],
+        blockDimZ: block[2],
+        sharedMemBytes: 0,
+        hStream: stream.cu_stream(),
+        attrs: &mut attribute,
+        numAttrs: 1,
+    };
+    // SAFETY: the caller's contract; `config` and its one attribute outlive the call.
+    let rc = unsafe {
+        sys::cuLaunchKernelEx(
+            &config,
+            module.function,
+            pointers.as_mut_ptr(),
+            ptr::null_mut(),
+        )
+    };
+    check(rc, "cuLaunchKernelEx")
+}
+
 impl DriverKernels for CudaDevice {
     type Module = CuModule;
 
@@ -137,10 +203,17 @@ impl DriverKernels for CudaDevice {
         if rc != sys::CUresult::CUDA_SUCCESS {
             return Err(load_failed(kernel, rc, "cuModuleLoadData", ""));
         }
+        // `griddepcontrol` needs both the device and the compiled code at 9.0 or later; the
+        // macros compile to nothing below that, so the kernel must launch in stream order.
+        let programmatic = kernel.is_programmatic()
+            && self.compute_capability.0 >= 9
+            && compiled.arch >= 90
+            && programmatic_allowed();
         let mut loaded = CuModule {
             module,
             function: ptr::null_mut(),
             ctx: Arc::clone(&self.ctx),
+            programmatic,
         };
         let mut function = ptr::null_mut();
         // SAFETY: a live module; `name` outlives the call.
@@ -188,6 +261,12 @@ impl DriverKernels for CudaDevice {
             })
             .collect();
         let [bx, by, bz] = kernel.block_dims();
+        if module.programmatic {
+            // SAFETY: as below; the attribute array outlives the call.
+            return unsafe {
+                launch_programmatic(module, grid, [bx, by, bz], &mut pointers, stream)
+            };
+        }
         // SAFETY: the module is loaded in the current context; one pointer per parameter, in
         // declaration order, each to a value of the parameter's size (8-byte device pointers,
         // 4-byte scalars; the driver layer checked kinds and types against the kernel); the

@@ -144,7 +144,7 @@ pub use editing::{CuConditional, CuNode};
 pub use event::CuEvent;
 pub use graph::{CuGraph, CuGraphExec, INSTANTIATE_FLAGS, instantiate_flags};
 pub use interop::{AdoptError, Lent};
-pub use kernels::CuModule;
+pub use kernels::{CuModule, PROGRAMMATIC_LAUNCH_ENV};
 pub use memory::CuBlock;
 #[cfg(feature = "nvtx")]
 pub use nvtx::NvtxLayer;

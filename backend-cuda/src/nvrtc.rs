@@ -117,6 +117,23 @@ pub(crate) struct Compiled {
     pub(crate) image: Vec<u8>,
     /// Which of the two.
     pub(crate) kind: ImageKind,
+    /// The architecture's number (`90` for `sm_90`, `sm_90a` and `compute_90`), 0 if the
+    /// kernel's own options name one this cannot read.
+    pub(crate) arch: u32,
+}
+
+impl Target {
+    /// The architecture's number: the digits after `sm_` or `compute_`.
+    fn number(&self) -> u32 {
+        let digits = self
+            .arch
+            .trim_start_matches("sm_")
+            .trim_start_matches("compute_");
+        let end = digits
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(digits.len());
+        digits[..end].parse().unwrap_or(0)
+    }
 }
 
 fn failed(kernel: &Kernel, message: impl Into<String>) -> DriverError {
@@ -279,6 +296,7 @@ fn compile_loaded(kernel: &Kernel, source: &str, cc: (i32, i32)) -> DriverResult
         return Ok(Compiled {
             image,
             kind: target.kind,
+            arch: target.number(),
         });
     }
     let image = run_nvrtc(kernel, source, options, &target)?;
@@ -286,6 +304,7 @@ fn compile_loaded(kernel: &Kernel, source: &str, cc: (i32, i32)) -> DriverResult
     Ok(Compiled {
         image,
         kind: target.kind,
+        arch: target.number(),
     })
 }
 
@@ -390,6 +409,16 @@ mod tests {
             choose_target((9, 0), None).map(|t| t.arch),
             Ok("sm_90".to_owned())
         );
+    }
+
+    #[test]
+    fn a_targets_number_is_its_architectures() {
+        let number = |arch: &str| Target::of(arch.to_owned(), true).number();
+        assert_eq!(number("sm_90"), 90);
+        assert_eq!(number("sm_90a"), 90);
+        assert_eq!(number("compute_100"), 100);
+        assert_eq!(number("sm_86"), 86);
+        assert_eq!(number("native"), 0);
     }
 
     #[test]

@@ -12,7 +12,7 @@ rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE"
 
 EXAMPLES=(capture_probe cublas_user_kernel cudarc_interop debug_dump graph_overhead_vs_raw_cuda
-  bench_user_kernels graph_editing soak reliability foreign_allocations)
+  bench_user_kernels graph_editing soak reliability foreign_allocations programmatic_launch)
 cargo build --release -p accel-graph-cuda --examples
 for ex in "${EXAMPLES[@]}"; do
   cp "$CARGO_TARGET_DIR/release/examples/$ex" "$BUNDLE/$ex"

@@ -68,6 +68,10 @@ step capture_probe probe.log "$B/capture_probe"
 # Whether the driver still crashes where `CaptureLinks` serialises (plain CUDA C, built there).
 step event_race_probe probe.log bash backend-cuda/probes/event_capture_end_race.sh
 step cublas_user_kernel examples.log "$B/cublas_user_kernel"
+# Kernels marked for programmatic dependent launch overlap the kernel before them (a reader
+# that skips the wait sees unwritten data) and the wait makes it safe; then with it turned off.
+step programmatic examples.log "$B/programmatic_launch"
+step programmatic_off examples.log env ACCEL_GRAPH_CUDA_PROGRAMMATIC_LAUNCH=0 "$B/programmatic_launch"
 step cudarc_interop examples.log "$B/cudarc_interop"
 step debug_dump examples.log "$B/debug_dump" "$OUT/cuda_graph.dot"
 step torch_graphs bench.log env PYTHONUNBUFFERED=1 python3 "$B/torch_graphs.py" "$OUT/torch_results.txt"

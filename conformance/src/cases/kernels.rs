@@ -1,7 +1,8 @@
 //! §14: portable user kernels — one definition (CUDA C, WGSL, host function) on every
 //! backend: eager results equal the host's, capture records without running, replay equals
 //! eager, the buffers of captured launches stay alive, and bad arguments are typed errors
-//! before anything reaches the device.
+//! before anything reaches the device; kernels marked to overlap the kernel before them
+//! still see all earlier work.
 
 use std::sync::LazyLock;
 
@@ -57,6 +58,13 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
             KERNELS,
             none,
             launch_limit_errors,
+        ),
+        Case::new(
+            "14.07 kernels launched to overlap the kernel before them (programmatic dependent \
+             launch) see all earlier work, eagerly and in replays",
+            KERNELS,
+            none,
+            super::programmatic_launch::programmatic_launches_see_earlier_work,
         ),
     ])
 }

@@ -21,6 +21,7 @@ mod multi_stream;
 mod ops;
 mod panic_safety;
 mod pools;
+mod programmatic_launch;
 mod state_machine;
 mod stream_order;
 mod torch_parity;

@@ -69,6 +69,27 @@
 //! * **mock**: the host function runs once per launch with every argument: buffers as copies
 //!   of their views' elements (written back after the call for parameters that write), scalars
 //!   by value. A panic in it is [`GraphError::KernelFailed`].
+//!
+//! ## Overlapping a kernel with the one before it
+//!
+//! A kernel launched with [`Kernel::programmatic_dependent_launch`] may begin while the kernel issued
+//! before it on its stream still runs — CUDA's programmatic dependent launch, on devices of
+//! compute capability 9.0 and later, eagerly and inside graphs. Its blocks can then read what
+//! no earlier work writes (weights, say) while the earlier kernel drains, and wait for that
+//! kernel only where they need its results. The CUDA source takes the two macros of
+//! [`CUDA_GRID_DEPENDENCY`]:
+//!
+//! * `accel_graph_grid_wait()` — waits until the work before the kernel on its stream has
+//!   completed and its writes are visible. **Every thread must call it before it touches
+//!   memory that earlier work on the stream may write or read, and before it returns**: the
+//!   device does not check this, and a kernel that skips it races with its predecessor.
+//! * `accel_graph_launch_dependents()` — lets the next kernel on the stream, if it is marked
+//!   too, begin now (without it, when this kernel's blocks finish).
+//!
+//! Where the overlap is not available (HIP, other devices, a kernel compiled for an older
+//! architecture, `ACCEL_GRAPH_CUDA_PROGRAMMATIC_LAUNCH=0` in the environment) the macros do
+//! nothing and the kernel launches in stream order as any other; the WGSL and host versions
+//! are unchanged.
 
 mod args;
 mod host;
@@ -330,7 +351,22 @@ struct Definition {
     cuda_options: Vec<String>,
     wgsl: Option<Cow<'static, str>>,
     host: Option<HostKernelFn>,
+    programmatic: bool,
 }
+
+/// CUDA C macros for kernels launched with [`Kernel::programmatic_dependent_launch`] (see the
+/// [module documentation](self#overlapping-a-kernel-with-the-one-before-it)): prepend it to
+/// the kernel's CUDA source. Off NVIDIA devices of compute capability 9.0 and later (hipRTC, an
+/// older architecture) both macros do nothing.
+pub const CUDA_GRID_DEPENDENCY: &str = r#"
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && !defined(__HIP_PLATFORM_AMD__)
+#define accel_graph_grid_wait() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define accel_graph_launch_dependents() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define accel_graph_grid_wait() do {} while (0)
+#define accel_graph_launch_dependents() do {} while (0)
+#endif
+"#;
 
 /// A portable kernel: its parameters and its sources for each backend. Cheap to clone
 /// (clones share the definition, and the backends' compiled code of it).
@@ -357,6 +393,7 @@ impl Kernel {
                 cuda_options: Vec::new(),
                 wgsl: None,
                 host: None,
+                programmatic: false,
             }),
         }
     }
@@ -428,6 +465,23 @@ impl Kernel {
     pub fn host(self, f: impl Fn(&mut [HostArg], &HostLaunch) + Send + Sync + 'static) -> Self {
         let f: HostKernelFn = Arc::new(f);
         self.edit(|d| d.host = Some(f))
+    }
+
+    /// Whether a launch of this kernel may begin before the kernel issued before it on the
+    /// stream has finished, where the device can (CUDA's programmatic dependent launch, compute
+    /// capability 9.0 and later); `false` by default. With `true` the CUDA source must use
+    /// [`CUDA_GRID_DEPENDENCY`]'s `accel_graph_grid_wait()` in every thread before it touches
+    /// memory that earlier work may write or read, and before it returns (see the [module
+    /// documentation](self#overlapping-a-kernel-with-the-one-before-it)); elsewhere the kernel
+    /// launches in stream order as any other. A source written for it runs correctly with
+    /// `false` too (the wait then returns at once), so one source can serve both.
+    pub fn programmatic_dependent_launch(self, allowed: bool) -> Self {
+        self.edit(|d| d.programmatic = allowed)
+    }
+
+    /// Whether the kernel is marked [`programmatic_dependent_launch`](Self::programmatic_dependent_launch).
+    pub fn is_programmatic(&self) -> bool {
+        self.def.programmatic
     }
 
     /// The kernel's identity (clones share it; any edit makes a new one).
@@ -506,6 +560,7 @@ impl fmt::Debug for Kernel {
             .field("cuda", &self.def.cuda.is_some())
             .field("wgsl", &self.def.wgsl.is_some())
             .field("host", &self.def.host.is_some())
+            .field("programmatic", &self.def.programmatic)
             .finish()
     }
 }
