@@ -23,6 +23,7 @@ fn decode_kernels_times_every_projection_in_both_forms() {
             "2",
             "--copies",
             "2",
+            "--overlap",
         ])
         .output()
         .expect("decode_kernels runs");
@@ -44,6 +45,7 @@ fn decode_kernels_times_every_projection_in_both_forms() {
             assert!(v > 0.0 && v.is_finite(), "{key} in {line}");
         }
     }
+    assert!(lines.iter().all(|l| field(l, "overlap") == "1"));
     // tiny: QKV 128 × 64 (f32), gate/up 2 · 128 × 64.
     assert_eq!(field(lines[0], "bytes"), (128 * 64 * 4).to_string());
     let mut want = Vec::new();

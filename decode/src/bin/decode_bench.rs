@@ -125,6 +125,10 @@ struct Args {
     /// step runs the backend's GEMMs), instead of the model's default.
     #[arg(long)]
     fused_rows: Option<usize>,
+    /// Steps of at most this many rows launch their kernels to overlap the kernel before each
+    /// (programmatic dependent launch; 0: none), instead of the model's default.
+    #[arg(long)]
+    overlap_rows: Option<usize>,
     /// Print tracing spans (captures, instantiations, warm-ups) as they close.
     #[arg(long)]
     trace: bool,
@@ -149,7 +153,8 @@ struct Plan {
 }
 
 impl Plan {
-    /// The model with `host`'s weights, its fused rows as `--fused-rows` asks.
+    /// The model with `host`'s weights, its fused and overlapped rows as `--fused-rows` and
+    /// `--overlap-rows` ask.
     fn model<B: Backend, T: DecodeElement>(
         &self,
         backend: &B,
@@ -158,6 +163,9 @@ impl Plan {
         let mut model = Model::from_host(backend, self.config, host)?;
         if let Some(rows) = self.args.fused_rows {
             model.set_fused_rows(rows)?;
+        }
+        if let Some(rows) = self.args.overlap_rows {
+            model.set_overlap_rows(rows)?;
         }
         Ok(model)
     }

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! decode_kernels [--backend mock|cuda|hip|wgpu|auto] [--config medium] [--dtype bf16]
-//!                [--rows 1,2,4] [--launches 40] [--replays 20] [--copies 6]
+//!                [--rows 1,2,4] [--launches 40] [--replays 20] [--copies 6] [--overlap]
 //! ```
 //!
 //! Each form is captured as a graph of `--launches` projections in a row, each on the next of
@@ -18,7 +18,7 @@
 //! for each projection and row count:
 //!
 //! ```text
-//! kernel config=medium dtype=bf16 proj=gate_up rows=1 bytes=46137344 fused_us=14.6
+//! kernel config=medium dtype=bf16 overlap=0 proj=gate_up rows=1 bytes=46137344 fused_us=14.6
 //!     unfused_us=19.1 fused/unfused=0.764 fused_gbps=3160.2 unfused_gbps=2415.6
 //! ```
 //! (one line). On the mock the figures are the host's and say nothing of a GPU.
@@ -59,6 +59,11 @@ struct Args {
     /// Copies of each matrix the launches take in turn.
     #[arg(long, default_value_t = 6)]
     copies: usize,
+    /// Launch the kernels (fused projections, RMSNorm, SwiGLU) to overlap the kernel before
+    /// each (programmatic dependent launch, where the device has it); the GEMMs launch as the
+    /// backend launches them.
+    #[arg(long)]
+    overlap: bool,
 }
 
 /// One of the step's projections: `n × k` weights, what the fused kernel adds to the product.
@@ -139,7 +144,9 @@ struct Operands<'w, B: Backend, T: DecodeElement> {
     out: B::Buffer<T>,
 }
 
-/// Issues one projection in the fused form (`fused`) or the unfused one, on copy `w`.
+/// Issues one projection in the fused form (`fused`) or the unfused one, on copy `w`, its
+/// kernels launched to overlap the kernel before each with `overlap`.
+#[allow(clippy::too_many_arguments)]
 fn issue<B: Backend, T: DecodeElement>(
     b: &B,
     c: &Config,
@@ -148,8 +155,13 @@ fn issue<B: Backend, T: DecodeElement>(
     ops: &Operands<'_, B, T>,
     w: &B::Buffer<T>,
     fused: bool,
+    overlap: bool,
 ) -> Result<()> {
-    let kernels = Kernels::get::<T>();
+    let kernels = if overlap {
+        Kernels::overlapped::<T>()
+    } else {
+        Kernels::get::<T>()
+    };
     let eps = c.rms_eps;
     if fused {
         let k = kernels.projections(rows);
@@ -190,7 +202,7 @@ fn time_form<B: Backend, T: DecodeElement>(
     b.capture_on(&stream, &mut graph, || {
         (0..args.launches).try_for_each(|i| {
             let w = &ops.weights[i % ops.weights.len()];
-            issue(b, c, p, rows, ops, w, fused)
+            issue(b, c, p, rows, ops, w, fused, args.overlap)
         })
     })?;
     graph.replay()?;
@@ -238,11 +250,13 @@ fn run<B: Backend, T: DecodeElement>(b: &B, args: &Args, c: &Config) -> Result<(
             let unfused = time_form(b, args, c, &p, rows, &ops, false)?;
             let bytes = matrix * T::BYTES;
             println!(
-                "kernel config={} dtype={} proj={} rows={rows} bytes={bytes} fused_us={fused:.2} \
+                "kernel config={} dtype={} overlap={} proj={} rows={rows} bytes={bytes} \
+                 fused_us={fused:.2} \
                  unfused_us={unfused:.2} fused/unfused={:.3} fused_gbps={:.1} \
                  unfused_gbps={:.1}",
                 args.config,
                 T::NAME,
+                u8::from(args.overlap),
                 p.name,
                 fused / unfused,
                 bytes as f64 / fused / 1e3,

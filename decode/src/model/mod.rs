@@ -99,6 +99,15 @@ pub fn default_fused_rows(config: &Config) -> usize {
     if config.hidden <= 1024 { 4 } else { 1 }
 }
 
+/// The largest step that launches its kernels to overlap the kernel before each unless
+/// [`Model::set_overlap_rows`] says otherwise: 0, none. Measured on an H200 in one run, two
+/// rounds against the same steps in stream order (docs/BENCHMARKS.md): at batch 1 the
+/// `medium` step took 1,334 against 1,325 µs and the `small` one 700 against 713 µs — the
+/// graph already issues its kernels back to back, and a kernel can do nothing useful before
+/// its predecessor's output is ready (asking its weights into L2 first made the `medium` step
+/// 5 % slower).
+pub const DEFAULT_OVERLAP_ROWS: usize = 0;
+
 /// The model on backend `B` with elements `T`: its weights in device memory, its RoPE table
 /// and its kernels (compiled when the model is made, so no capture compiles them).
 #[derive(Debug)]
@@ -108,8 +117,12 @@ pub struct Model<B: Backend, T: DecodeElement> {
     weights: Weights<B::Buffer<T>>,
     rope: B::Buffer<f32>,
     kernels: Arc<Kernels>,
+    /// The same kernels launched to overlap the kernel before them.
+    overlapped: Arc<Kernels>,
     /// Steps of at most this many rows take the fused small-batch projections.
     fused_rows: usize,
+    /// Steps of at most this many rows launch [`Model::overlapped`]'s kernels.
+    overlap_rows: usize,
     /// On several ranks: this rank's part and the communicator.
     shard: Option<tensor_parallel::Shard<B>>,
 }
@@ -147,7 +160,8 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
     }
 
     fn with_weights(backend: &B, config: Config, weights: Weights<B::Buffer<T>>) -> Result<Self> {
-        let kernels = Kernels::get::<T>();
+        let (kernels, overlapped) = (Kernels::get::<T>(), Kernels::overlapped::<T>());
+        // The overlapped set is compiled when a step is set to take it.
         for kernel in kernels.all() {
             backend.prepare_kernel(kernel)?;
         }
@@ -157,7 +171,9 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             config,
             weights,
             kernels,
+            overlapped,
             fused_rows: default_fused_rows(&config),
+            overlap_rows: DEFAULT_OVERLAP_ROWS,
             shard: None,
         })
     }
@@ -194,6 +210,38 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             )));
         }
         self.fused_rows = rows;
+        Ok(())
+    }
+
+    /// Steps of at most this many rows launch every kernel to overlap the kernel before it
+    /// where the device can ([`Kernels::overlapped`]: CUDA's programmatic dependent launch,
+    /// compute capability 9.0 and later; elsewhere it changes nothing). [`DEFAULT_OVERLAP_ROWS`]
+    /// unless set.
+    pub fn overlap_rows(&self) -> usize {
+        self.overlap_rows
+    }
+
+    /// Sets [`Model::overlap_rows`] (0: no step overlaps its kernels), compiling the
+    /// overlapped kernels the first time it is set above 0 (errors: as [`Model::random`]'s for
+    /// the kernels). Set it before capturing: a captured graph keeps the launches it was
+    /// captured with.
+    ///
+    /// ```
+    /// use accel_graph_decode::{Config, model::{DEFAULT_OVERLAP_ROWS, Model}};
+    /// let backend = accel_graph::mock::MockBackend::new();
+    /// let mut model = Model::<_, f32>::random(&backend, Config::tiny(), 1)?;
+    /// assert_eq!(model.overlap_rows(), DEFAULT_OVERLAP_ROWS);
+    /// model.set_overlap_rows(1)?;
+    /// assert_eq!(model.overlap_rows(), 1);
+    /// # Ok::<(), accel_graph::GraphError>(())
+    /// ```
+    pub fn set_overlap_rows(&mut self, rows: usize) -> Result<()> {
+        if rows > 0 {
+            for kernel in self.overlapped.all() {
+                self.backend.prepare_kernel(kernel)?;
+            }
+        }
+        self.overlap_rows = rows;
         Ok(())
     }
 
@@ -270,8 +318,13 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
     /// Errors: `cache` or `io` made for another config (a kernel's argument check), or the
     /// backend's errors.
     pub fn forward(&self, io: &StepBuffers<B, T>, cache: &KvCache<B, T>) -> Result<()> {
-        let (b, c, k) = (&self.backend, &self.config, &*self.kernels);
         let rows = io.rows();
+        let k = if rows <= self.overlap_rows {
+            &*self.overlapped
+        } else {
+            &*self.kernels
+        };
+        let (b, c) = (&self.backend, &self.config);
         let _span = tracing::debug_span!("forward", rows).entered();
         // Every size was checked to fit in u32 (Config::validate, Engine::new).
         let u = |n: usize| KernelArg::scalar(n as u32);

@@ -9,7 +9,7 @@ use accel_graph::{Backend, Result};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, StepMode, StepRow,
     init::prompt,
-    model::{Model, Reference, ReferenceStep},
+    model::{DEFAULT_OVERLAP_ROWS, Model, Reference, ReferenceStep},
 };
 
 /// The weights' seed of every test.
@@ -122,8 +122,21 @@ pub fn engine_fused<B: Backend, T: DecodeElement>(
     options: EngineOptions,
     fused_rows: usize,
 ) -> Result<Engine<B, T>> {
+    engine_overlapped(backend, config, options, fused_rows, DEFAULT_OVERLAP_ROWS)
+}
+
+/// [`engine_fused`] whose steps of at most `overlap_rows` rows launch their kernels to overlap
+/// the kernel before each.
+pub fn engine_overlapped<B: Backend, T: DecodeElement>(
+    backend: &B,
+    config: Config,
+    options: EngineOptions,
+    fused_rows: usize,
+    overlap_rows: usize,
+) -> Result<Engine<B, T>> {
     let mut model = Model::random(backend, config, SEED)?;
     model.set_fused_rows(fused_rows)?;
+    model.set_overlap_rows(overlap_rows)?;
     Engine::new(model, options)
 }
 
@@ -177,7 +190,9 @@ pub struct Agreement {
 }
 
 /// Runs `steps` steps of `batch` sequences eagerly and graphed on `backend`, asserts that the
-/// two give the same bits, and measures them against the reference.
+/// two give the same bits, and measures them against the reference. The eager engine launches
+/// every kernel in stream order, the graphed one every kernel to overlap the kernel before it
+/// (where the device can): the same arithmetic, so the same bits.
 pub fn device_agreement<B: Backend, T: DecodeElement>(
     backend: &B,
     config: Config,
@@ -186,8 +201,10 @@ pub fn device_agreement<B: Backend, T: DecodeElement>(
     fused_rows: usize,
 ) -> Result<Agreement> {
     let mut reference = Reference::<T>::random(config, SEED, batch);
-    let mut eager = engine_fused::<B, T>(backend, config, options().graphs(false), fused_rows)?;
-    let mut graphed = engine_fused::<B, T>(backend, config, options(), fused_rows)?;
+    let in_order = options().graphs(false);
+    let mut eager = engine_overlapped::<B, T>(backend, config, in_order, fused_rows, 0)?;
+    let mut graphed =
+        engine_overlapped::<B, T>(backend, config, options(), fused_rows, usize::MAX)?;
     let mut last = vec![0u32; batch];
     let mut agreement = Agreement {
         worst_relative: 0.0,

@@ -63,6 +63,8 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
         r#"#define NONE 0xffffffffu
 extern "C" __global__ void decode_argmax(unsigned* next, const elem_t* logits, unsigned rows,
         unsigned vocab) {
+    accel_graph_grid_wait();
+    accel_graph_launch_dependents();
     __shared__ float s_v[256];
     __shared__ unsigned s_i[256];
     unsigned r = blockIdx.x, j = threadIdx.x;

@@ -484,6 +484,8 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
         const elem_t* k_cache, const elem_t* v_cache, const unsigned* meta, unsigned rows,
         unsigned heads, unsigned kv_heads, unsigned head_dim, unsigned max_len, unsigned slots,
         float scale) {
+    accel_graph_grid_wait();
+    accel_graph_launch_dependents();
     __shared__ float s_m[4], s_l[4];
     __shared__ float s_acc[4][256];
     const unsigned h = blockIdx.x, r = blockIdx.y, D = head_dim;
@@ -554,6 +556,8 @@ pub(super) fn split_kernel<T: DecodeElement>() -> Kernel {
         const elem_t* k_cache, const elem_t* v_cache, const unsigned* meta, unsigned rows,
         unsigned heads, unsigned kv_heads, unsigned head_dim, unsigned max_len, unsigned slots,
         float scale, unsigned chunk, unsigned splits) {
+    accel_graph_grid_wait();
+    accel_graph_launch_dependents();
     __shared__ float s_m[4], s_l[4];
     __shared__ float s_acc[4][256];
     const unsigned h = blockIdx.x, r = blockIdx.y, c = blockIdx.z, D = head_dim;
@@ -644,6 +648,8 @@ pub(super) fn combine_kernel<T: DecodeElement>() -> Kernel {
     let cuda = cuda_source(
         r#"extern "C" __global__ void decode_attention_combine(elem_t* out, const float* partials,
         unsigned rows, unsigned heads, unsigned head_dim, unsigned splits) {
+    accel_graph_grid_wait();
+    accel_graph_launch_dependents();
     const unsigned h = blockIdx.x, r = blockIdx.y, D = head_dim, W = head_dim + 2u;
     const float* p = partials + ((idx_t)r * heads + h) * splits * W;
     elem_t* o = out + ((idx_t)r * heads + h) * D;

@@ -59,6 +59,8 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
         k,
         r#"extern "C" __global__ void decode_embed(elem_t* x, const elem_t* table,
         const unsigned* meta, unsigned rows, unsigned hidden, unsigned vocab) {
+    accel_graph_grid_wait();
+    accel_graph_launch_dependents();
     idx_t gi = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (gi >= (idx_t)rows * hidden) return;
     unsigned i = (unsigned)gi, r = i / hidden, c = i % hidden;

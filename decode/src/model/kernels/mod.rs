@@ -29,7 +29,7 @@ use std::{
 
 use accel_graph::{
     Backend, DeviceBuffer, GraphError, Result,
-    kernel::{HostArg, Kernel, KernelArg},
+    kernel::{CUDA_GRID_DEPENDENCY, HostArg, Kernel, KernelArg},
 };
 
 use crate::DecodeElement;
@@ -73,12 +73,13 @@ pub struct Projections {
 }
 
 impl Projections {
-    fn new<T: DecodeElement>(pass: usize) -> Self {
+    fn new<T: DecodeElement>(pass: usize, overlap: bool) -> Self {
+        let mark = |k: Kernel| k.programmatic_dependent_launch(overlap);
         Projections {
-            linear: linear::linear_kernel::<T>(pass),
-            norm_linear: linear::norm_linear_kernel::<T>(pass),
-            norm_gate_up: linear::norm_gate_up_kernel::<T>(pass),
-            norm_qkv_rope: qkv_rope::kernel::<T>(pass),
+            linear: mark(linear::linear_kernel::<T>(pass)),
+            norm_linear: mark(linear::norm_linear_kernel::<T>(pass)),
+            norm_gate_up: mark(linear::norm_gate_up_kernel::<T>(pass)),
+            norm_qkv_rope: mark(qkv_rope::kernel::<T>(pass)),
         }
     }
 
@@ -245,24 +246,37 @@ fn too_large(n: usize) -> GraphError {
 
 impl Kernels {
     /// The kernels for `T`, built once per process (clones of one definition share its
-    /// compiled code on each backend instance).
+    /// compiled code on each backend instance), each launched in stream order.
     pub fn get<T: DecodeElement>() -> Arc<Kernels> {
-        static ALL: Mutex<Option<HashMap<TypeId, Arc<Kernels>>>> = Mutex::new(None);
+        Self::cached::<T>(false)
+    }
+
+    /// The same kernels launched to overlap the kernel before them where the device can
+    /// (programmatic dependent launch: see [`with_sources`]'s note), built once per process.
+    pub fn overlapped<T: DecodeElement>() -> Arc<Kernels> {
+        Self::cached::<T>(true)
+    }
+
+    fn cached<T: DecodeElement>(overlap: bool) -> Arc<Kernels> {
+        /// The kernels of an element type, launched to overlap or not.
+        type ByElement = HashMap<(TypeId, bool), Arc<Kernels>>;
+        static ALL: Mutex<Option<ByElement>> = Mutex::new(None);
         let mut all = ALL.lock().unwrap_or_else(|e| e.into_inner());
         all.get_or_insert_with(HashMap::new)
-            .entry(TypeId::of::<T>())
+            .entry((TypeId::of::<T>(), overlap))
             .or_insert_with(|| {
+                let mark = |k: Kernel| k.programmatic_dependent_launch(overlap);
                 Arc::new(Kernels {
-                    embed: embed::kernel::<T>(),
-                    rmsnorm: rmsnorm::kernel::<T>(),
-                    rope_kv: rope::kernel::<T>(),
-                    attention: attention::kernel::<T>(),
-                    attention_split: attention::split_kernel::<T>(),
-                    attention_combine: attention::combine_kernel::<T>(),
-                    swiglu: swiglu::kernel::<T>(),
-                    argmax: argmax::kernel::<T>(),
-                    one_row: Projections::new::<T>(1),
-                    rows: Projections::new::<T>(linear::MAX_ROWS),
+                    embed: mark(embed::kernel::<T>()),
+                    rmsnorm: mark(rmsnorm::kernel::<T>()),
+                    rope_kv: mark(rope::kernel::<T>()),
+                    attention: mark(attention::kernel::<T>()),
+                    attention_split: mark(attention::split_kernel::<T>()),
+                    attention_combine: mark(attention::combine_kernel::<T>()),
+                    swiglu: mark(swiglu::kernel::<T>()),
+                    argmax: mark(argmax::kernel::<T>()),
+                    one_row: Projections::new::<T>(1, overlap),
+                    rows: Projections::new::<T>(linear::MAX_ROWS, overlap),
                 })
             })
             .clone()
@@ -302,6 +316,14 @@ impl Kernels {
 
 /// A kernel named `name` with the CUDA C `body` (after `T`'s prelude) and, for element types
 /// WGSL has, the WGSL `wgsl`.
+///
+/// Every kernel here is written for programmatic dependent launch ([`Kernels::overlapped`]):
+/// each thread of each entry point first waits for the kernel before it
+/// (`accel_graph_grid_wait()`, in the projections through `lin_start`), before it touches the
+/// step's buffers or returns, then lets the next kernel launch — so on a device that has it, a
+/// kernel's blocks are scheduled while the one before it drains. Launched in stream order
+/// ([`Kernels::get`]) the wait returns at once (measured on an H200: the same step time as
+/// without it).
 fn with_sources<T: DecodeElement>(
     kernel: Kernel,
     body: &str,
@@ -309,7 +331,7 @@ fn with_sources<T: DecodeElement>(
 ) -> Kernel {
     // 64-bit indices without <stddef.h> (NVRTC and hipRTC compile without system headers).
     let kernel = kernel.cuda(format!(
-        "typedef unsigned long long idx_t;\n{}\n{body}",
+        "typedef unsigned long long idx_t;\n{CUDA_GRID_DEPENDENCY}\n{}\n{body}",
         T::CUDA_PRELUDE
     ));
     if T::WGSL { kernel.wgsl(wgsl) } else { kernel }

@@ -87,11 +87,12 @@ pub(super) fn kernel<T: DecodeElement>(pass: usize) -> Kernel {
              const elem_t* w, const float* table, const unsigned* meta, unsigned rows, \
              unsigned n, unsigned k, unsigned heads, unsigned kv_heads, unsigned head_dim, \
              unsigned max_len, unsigned slots, float eps) {{\n    \
+             lin_start();\n    \
              if (head_dim % 2u != 0u || max_len == 0u \
              || (idx_t)n != ((idx_t)heads + 2u * (idx_t)kv_heads) * head_dim) return;\n    \
              LinQkvRope e = {{w, {{q, k_cache, v_cache, table, meta, rows, heads, kv_heads, \
              head_dim, max_len, slots}}}};\n    \
-             lin_run<{pass}, true>(e, x, norm, rows, k, eps);\n}}"
+             lin_loop<{pass}, true>(e, x, norm, rows, k, eps);\n}}"
         ),
         entry(
             &name,

@@ -72,6 +72,8 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
         k,
         r#"extern "C" __global__ void decode_rmsnorm(elem_t* out, const elem_t* x, const elem_t* w,
         unsigned rows, unsigned n, float eps) {
+    accel_graph_grid_wait();
+    accel_graph_launch_dependents();
     __shared__ float partial[256];
     unsigned r = blockIdx.x, j = threadIdx.x;
     if (r >= rows) return;

@@ -216,6 +216,8 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
 extern \"C\" __global__ void decode_rope_kv(elem_t* q, elem_t* k_cache, elem_t* v_cache,
         const elem_t* qkv, const float* table, const unsigned* meta, unsigned rows,
         unsigned heads, unsigned kv_heads, unsigned head_dim, unsigned max_len, unsigned slots) {{
+    accel_graph_grid_wait();
+    accel_graph_launch_dependents();
     unsigned hd = head_dim / 2u;
     unsigned units = (heads + 2u * kv_heads) * hd;
     idx_t gi = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;

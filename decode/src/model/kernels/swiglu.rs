@@ -46,6 +46,8 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
         k,
         r#"extern "C" __global__ void decode_swiglu(elem_t* act, const elem_t* gate_up,
         unsigned rows, unsigned inter) {
+    accel_graph_grid_wait();
+    accel_graph_launch_dependents();
     idx_t gi = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (gi >= (idx_t)rows * inter) return;
     unsigned i = (unsigned)gi, r = i / inter, c = i % inter;
