@@ -252,7 +252,8 @@ impl Kernels {
     }
 
     /// The same kernels launched to overlap the kernel before them where the device can
-    /// (programmatic dependent launch: see [`with_sources`]'s note), built once per process.
+    /// (programmatic dependent launch: every kernel's entry point first waits for the kernel
+    /// before it, so launched either way it computes the same), built once per process.
     pub fn overlapped<T: DecodeElement>() -> Arc<Kernels> {
         Self::cached::<T>(true)
     }
