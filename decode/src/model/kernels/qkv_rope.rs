@@ -159,14 +159,7 @@ fn decode_norm_qkv_rope(@builtin(global_invocation_id) id: vec3<u32>,
         else {
             unreachable!("seventeen parameters")
         };
-        let shape = RopeShape {
-            rows: scalar(rows),
-            heads: scalar(heads),
-            kv_heads: scalar(kv_heads),
-            head_dim: scalar(head_dim),
-            max_len: scalar(max_len),
-            slots: scalar(slots),
-        };
+        let shape = RopeShape::from_args([rows, heads, kv_heads, head_dim, max_len, slots]);
         let (n, k) = (scalar(n), scalar(k));
         // What the CUDA kernel refuses, the host does not compute either.
         if !shape.head_dim.is_multiple_of(2)

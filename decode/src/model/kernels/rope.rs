@@ -10,7 +10,7 @@
 
 use accel_graph::{
     FloatElement,
-    kernel::{Access, Extent, Kernel},
+    kernel::{Access, Extent, HostArg, Kernel},
 };
 
 use super::{scalar, with_sources};
@@ -59,6 +59,22 @@ pub struct RopeShape {
     pub max_len: usize,
     /// Cache slots.
     pub slots: usize,
+}
+
+impl RopeShape {
+    /// The sizes a kernel's host function receives as its `u32` scalars, in their order.
+    pub(super) fn from_args(
+        [rows, heads, kv_heads, head_dim, max_len, slots]: [&HostArg; 6],
+    ) -> Self {
+        RopeShape {
+            rows: scalar(rows),
+            heads: scalar(heads),
+            kv_heads: scalar(kv_heads),
+            head_dim: scalar(head_dim),
+            max_len: scalar(max_len),
+            slots: scalar(slots),
+        }
+    }
 }
 
 /// The reference: for each row, its queries rotated into `q` (`[rows, heads·head_dim]`), and,
@@ -279,14 +295,7 @@ fn decode_rope_kv(@builtin(global_invocation_id) id: vec3<u32>) {{
             qkv.slice::<T>(),
             table.slice::<f32>(),
             meta.slice::<u32>(),
-            RopeShape {
-                rows: scalar(rows),
-                heads: scalar(heads),
-                kv_heads: scalar(kv_heads),
-                head_dim: scalar(head_dim),
-                max_len: scalar(max_len),
-                slots: scalar(slots),
-            },
+            RopeShape::from_args([rows, heads, kv_heads, head_dim, max_len, slots]),
         );
     })
 }
