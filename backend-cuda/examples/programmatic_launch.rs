@@ -3,9 +3,9 @@
 //! first block spins before it writes) lets its dependents launch at once; then a marked
 //! reader of its output runs, in two versions:
 //!
-//! * without `accel_graph_grid_wait()` — a kernel breaking the contract on purpose: where the
-//!   launches overlap it reads elements before the slow kernel wrote them;
-//! * with it — it must read every element written.
+//! * skipping `accel_graph_grid_wait()` (a scalar says so) — breaking the contract on purpose:
+//!   where the launches overlap it reads elements before the slow kernel wrote them;
+//! * waiting — it must read every element written.
 //!
 //! Prints `programmatic_launch:` lines and exits with status 1 if the waiting reader read
 //! anything unwritten, or if the overlap was expected (compute capability 9.0 or later, the
@@ -53,31 +53,30 @@ extern "C" __global__ void pdl_slow_fill(float* y, float value, unsigned spin, u
         .programmatic_dependent_launch(true)
 }
 
-/// `out[i] = y[i]`, waiting for the kernel before it or not.
-fn reader(wait: bool) -> Kernel {
-    let name = if wait {
-        "pdl_read_waiting"
-    } else {
-        "pdl_read_racing"
-    };
-    let wait_call = if wait { "accel_graph_grid_wait();" } else { "" };
-    Kernel::new(name)
+/// `out[i] = y[i]`, waiting for the kernel before it where `wait` is not 0 (a kernel whose
+/// source never waited would be refused when marked: `kernel::check_grid_dependency`).
+fn reader() -> Kernel {
+    Kernel::new("pdl_read")
         .buffer::<f32>("out", Access::Write)
         .buffer::<f32>("y", Access::Read)
+        .scalar::<u32>("wait")
         .scalar::<u32>("n")
         .cuda(format!(
-            "{CUDA_GRID_DEPENDENCY}\nextern \"C\" __global__ void {name}(float* out, \
-             const float* y, unsigned n) {{\n    {wait_call}\n    \
-             unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n    \
-             if (i < n) out[i] = y[i];\n}}"
+            "{CUDA_GRID_DEPENDENCY}{}",
+            r#"
+extern "C" __global__ void pdl_read(float* out, const float* y, unsigned wait, unsigned n) {
+    if (wait != 0u) accel_graph_grid_wait();
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = y[i];
+}"#
         ))
         .programmatic_dependent_launch(true)
 }
 
-/// Elements of `out` the reader copied before the slow kernel wrote them, over [`ROUNDS`]
-/// rounds (each writes a new value).
-fn unwritten_reads(b: &CudaBackend, read: &Kernel) -> Outcome<usize> {
-    let fill = slow_fill();
+/// Elements of `out` the reader (waiting with `wait`) copied before the slow kernel wrote
+/// them, over [`ROUNDS`] rounds (each writes a new value).
+fn unwritten_reads(b: &CudaBackend, wait: bool) -> Outcome<usize> {
+    let (fill, read) = (slow_fill(), reader());
     let y = b.alloc_from(&vec![0.0f32; N])?;
     let out = b.alloc::<f32>(N)?;
     let mut stale = 0;
@@ -95,9 +94,14 @@ fn unwritten_reads(b: &CudaBackend, read: &Kernel) -> Outcome<usize> {
             ],
         )?;
         b.launch_kernel(
-            read,
+            &read,
             read.grid_for(N),
-            &[KernelArg::buffer(&out), KernelArg::buffer(&y), n],
+            &[
+                KernelArg::buffer(&out),
+                KernelArg::buffer(&y),
+                KernelArg::scalar(u32::from(wait)),
+                n,
+            ],
         )?;
         stale += b.download(&out)?.iter().filter(|&&v| v != value).count();
     }
@@ -119,8 +123,8 @@ fn run() -> Outcome<bool> {
             "not available (compute capability below 9.0)"
         }
     );
-    let racing = unwritten_reads(&b, &reader(false))?;
-    let waiting = unwritten_reads(&b, &reader(true))?;
+    let racing = unwritten_reads(&b, false)?;
+    let waiting = unwritten_reads(&b, true)?;
     let total = N * ROUNDS;
     println!(
         "programmatic_launch: a reader without the wait read {racing} of {total} elements \

@@ -15,7 +15,7 @@ use accel_graph_api::{
         pools::{MemoryPools, OwnedAllocation},
         stream_order::StreamClock,
     },
-    kernel::Kernel,
+    kernel::{Kernel, check_grid_dependency},
 };
 
 use crate::{
@@ -163,6 +163,7 @@ impl<D: Driver> Shared<D> {
         if let Some((_, module)) = cache.get(&kernel.id()) {
             return Ok(Arc::clone(module));
         }
+        check_grid_dependency(kernel)?;
         self.bind()?;
         let module = self.check(
             self.relaxed(|| self.driver.load_kernel(kernel)),

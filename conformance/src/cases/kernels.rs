@@ -66,6 +66,13 @@ pub(crate) fn cases<B: Backend>() -> Vec<Case<B>> {
             none,
             super::programmatic_launch::programmatic_launches_see_earlier_work,
         ),
+        Case::new(
+            "14.08 a kernel marked to overlap whose CUDA C never waits is refused before it \
+             runs (KernelFailed), eagerly and inside a capture; nothing changes",
+            KERNELS,
+            none,
+            super::programmatic_launch::a_marked_kernel_that_never_waits_is_refused,
+        ),
     ])
 }
 

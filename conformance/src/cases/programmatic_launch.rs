@@ -4,6 +4,9 @@
 //! later the launches overlap their predecessors; a kernel whose wait were missing or wrong
 //! would read the slow kernel's output before it is written. Elsewhere they run in stream
 //! order and the case checks the same results.
+//!
+//! 14.08: a kernel marked so whose CUDA C never waits is refused before it runs, on every
+//! backend.
 
 use std::sync::LazyLock;
 
@@ -14,7 +17,7 @@ use accel_graph_api::{
 
 use crate::{
     Target,
-    check::{CaseResult, Ctx, ensure, new_graph, replay_on},
+    check::{CaseResult, Ctx, ensure, expect_err, new_graph, replay_on},
 };
 
 /// Elements of each buffer: several blocks, so that a reader's blocks meet other blocks'
@@ -224,4 +227,95 @@ pub(crate) fn programmatic_launches_see_earlier_work<B: Backend>(t: &Target<B>) 
         );
     }
     Ok(())
+}
+
+/// [`REVERSE_ADD`] without the wait, marked all the same; unmarked, the same source is fine.
+fn never_waits(marked: bool) -> Kernel {
+    Kernel::new("ag_pdl_never_waits")
+        .buffer::<f32>("z", Access::Write)
+        .buffer::<f32>("y", Access::Read)
+        .buffer::<f32>("w", Access::Read)
+        .scalar::<u32>("n")
+        .cuda(format!(
+            "{CUDA_GRID_DEPENDENCY}{}",
+            r#"
+extern "C" __global__ void ag_pdl_never_waits(float* z, const float* y, const float* w,
+                                              unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) z[i] = y[n - 1u - i] + w[i];
+}"#
+        ))
+        .wgsl(
+            REVERSE_ADD
+                .wgsl_source()
+                .unwrap_or_default()
+                .replace("ag_pdl_reverse_add", "ag_pdl_never_waits"),
+        )
+        .host(|args, launch| {
+            if let Some(f) = REVERSE_ADD.host_fn() {
+                f(args, launch)
+            }
+        })
+        .programmatic_dependent_launch(marked)
+}
+
+/// 14.08: the marked kernel that never waits is refused by `prepare_kernel` and by
+/// `launch_kernel` (eagerly and inside a capture, which goes on) with `KernelFailed`, its
+/// output untouched; the same kernel unmarked runs.
+pub(crate) fn a_marked_kernel_that_never_waits_is_refused<B: Backend>(t: &Target<B>) -> CaseResult {
+    let b = t.backend();
+    let chain = Chain::new(b).ctx("alloc")?;
+    // out = reversed input + input: zeros where it runs, the poison where it does not.
+    let args = |z| {
+        [
+            KernelArg::buffer(z),
+            KernelArg::buffer(&chain.input),
+            KernelArg::buffer(&chain.input),
+            KernelArg::scalar(N as u32),
+        ]
+    };
+    let bad = never_waits(true);
+    expect_err!(
+        b.prepare_kernel(&bad),
+        GraphError::KernelFailed { .. },
+        "prepare_kernel"
+    );
+    expect_err!(
+        b.launch_kernel(&bad, bad.grid_for(N), &args(&chain.out)),
+        GraphError::KernelFailed { .. },
+        "eager launch"
+    );
+    let stream = b.new_stream().ctx("new_stream")?;
+    let mut g = new_graph(b, GraphOptions::new())?;
+    b.capture_on(&stream, &mut g, || {
+        let refused = b.launch_kernel(&bad, bad.grid_for(N), &args(&chain.out));
+        ensure_refused(refused)?;
+        b.copy(&chain.z, &chain.x)
+    })
+    .ctx("capture around the refused launch")?;
+    replay_on(b, &stream, &mut g)?;
+    b.synchronize().ctx("synchronize")?;
+    ensure!(
+        b.download(&chain.out).ctx("download")? == vec![-1.0e9f32; N],
+        "a refused launch changed its output"
+    );
+    let good = never_waits(false);
+    b.launch_kernel(&good, good.grid_for(N), &args(&chain.out))
+        .ctx("the same kernel unmarked")?;
+    ensure!(
+        b.download(&chain.out).ctx("download")? == vec![0.0f32; N],
+        "the same kernel unmarked did not run"
+    );
+    Ok(())
+}
+
+/// Inside a capture the refusal is an `Ok` of the body carrying on: `KernelFailed` expected.
+fn ensure_refused(refused: Result<(), GraphError>) -> Result<(), GraphError> {
+    match refused {
+        Err(GraphError::KernelFailed { .. }) => Ok(()),
+        Err(other) => Err(other),
+        Ok(()) => Err(GraphError::ArgumentMismatch(
+            "a marked kernel that never waits was launched inside a capture".to_owned(),
+        )),
+    }
 }

@@ -82,7 +82,9 @@
 //! * `accel_graph_grid_wait()` — waits until the work before the kernel on its stream has
 //!   completed and its writes are visible. **Every thread must call it before it touches
 //!   memory that earlier work on the stream may write or read, and before it returns**: the
-//!   device does not check this, and a kernel that skips it races with its predecessor.
+//!   device does not check this, and a kernel that skips it races with its predecessor. A
+//!   marked kernel whose source never calls it is refused before it is compiled, on every
+//!   backend ([`check_grid_dependency`]); where the call stands cannot be checked.
 //! * `accel_graph_launch_dependents()` — lets the next kernel on the stream, if it is marked
 //!   too, begin now (without it, when this kernel's blocks finish).
 //!
@@ -474,7 +476,9 @@ impl Kernel {
     /// memory that earlier work may write or read, and before it returns (see the [module
     /// documentation](self#overlapping-a-kernel-with-the-one-before-it)); elsewhere the kernel
     /// launches in stream order as any other. A source written for it runs correctly with
-    /// `false` too (the wait then returns at once), so one source can serve both.
+    /// `false` too (the wait then returns at once), so one source can serve both. Marked, a
+    /// kernel whose source never waits is refused at its first launch or preparation
+    /// ([`check_grid_dependency`]).
     pub fn programmatic_dependent_launch(self, allowed: bool) -> Self {
         self.edit(|d| d.programmatic = allowed)
     }
@@ -563,6 +567,34 @@ impl fmt::Debug for Kernel {
             .field("programmatic", &self.def.programmatic)
             .finish()
     }
+}
+
+/// Refuses a kernel marked [`Kernel::programmatic_dependent_launch`] whose CUDA C never waits
+/// for the kernel before it — no `accel_graph_grid_wait()`, `griddepcontrol.wait` or
+/// `cudaGridDependencySynchronize()` outside [`CUDA_GRID_DEPENDENCY`]'s own definitions — as
+/// [`GraphError::KernelFailed`], on every backend before the kernel is compiled: on a device
+/// that overlaps it, such a kernel would read its predecessor's output unfinished. Where the
+/// wait stands in the source cannot be checked; that it is missing can.
+pub fn check_grid_dependency(kernel: &Kernel) -> Result<()> {
+    let Some(source) = kernel.cuda_source().filter(|_| kernel.is_programmatic()) else {
+        return Ok(());
+    };
+    let own = source.replace(CUDA_GRID_DEPENDENCY, "");
+    let waits = [
+        "accel_graph_grid_wait(",
+        "griddepcontrol.wait",
+        "cudaGridDependencySynchronize(",
+    ];
+    if waits.iter().any(|w| own.contains(w)) {
+        return Ok(());
+    }
+    Err(GraphError::KernelFailed {
+        kernel: kernel.name().to_owned(),
+        message: "it is marked programmatic_dependent_launch(true) but its CUDA C never waits \
+                  for the kernel before it: call accel_graph_grid_wait() (CUDA_GRID_DEPENDENCY) \
+                  in every thread before touching memory earlier work uses, or do not mark it"
+            .to_owned(),
+    })
 }
 
 /// Validates a launch of `kernel` over `grid` against the device's `limits` (its backend's
