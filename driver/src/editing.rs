@@ -1009,6 +1009,9 @@ fn check_extents<D: Driver>(node: usize, kernel: &Kernel, args: &[BoundArg<D>]) 
             Extent::AtLeastProduct { first, second } => count(first)
                 .zip(count(second))
                 .map(|(a, b)| a.saturating_mul(b)),
+            Extent::AtLeastProductOf(params) => params.iter().try_fold(1usize, |product, &p| {
+                count(p).map(|c| product.saturating_mul(c))
+            }),
         };
         if let Some(needed) = needed.filter(|&n| bound.len < n) {
             return Err(refused(

@@ -237,6 +237,13 @@ pub fn check_arguments<M>(kernel: &Kernel, instance: u64, args: &[KernelArg<'_, 
                         count_of(kernel, args, first)?
                             .saturating_mul(count_of(kernel, args, second)?),
                     ),
+                    Extent::AtLeastProductOf(params) => {
+                        Some(params.iter().try_fold(1usize, |product, &param| {
+                            Ok::<_, GraphError>(
+                                product.saturating_mul(count_of(kernel, args, param)?),
+                            )
+                        })?)
+                    }
                 };
                 if let Some(needed) = needed.filter(|&n| *len < n) {
                     return Err(GraphError::LengthMismatch {

@@ -306,6 +306,21 @@ pub enum Extent {
         /// Index of the second scalar parameter.
         second: usize,
     },
+    /// At least the product of the scalar parameters at these indices (a tensor of any rank:
+    /// a key/value cache of `slots × heads × positions × head_dim`). An empty list is 1.
+    ///
+    /// ```
+    /// use accel_graph_api::kernel::{Access, Extent, Kernel};
+    /// // `cache` holds `slots × heads × len × dim` elements: parameters 1 to 4.
+    /// let k = Kernel::new("store")
+    ///     .buffer_with_extent::<f32>("cache", Access::Write, Extent::AtLeastProductOf(&[1, 2, 3, 4]))
+    ///     .scalar::<u32>("slots")
+    ///     .scalar::<u32>("heads")
+    ///     .scalar::<u32>("len")
+    ///     .scalar::<u32>("dim");
+    /// assert_eq!(k.params().len(), 5);
+    /// ```
+    AtLeastProductOf(&'static [usize]),
 }
 
 /// One parameter of a kernel.

@@ -431,9 +431,10 @@ fn attend(r: u32, h: u32, tid: u32, t0: u32, t1: u32) {
 /// The parameters both attention kernels share after their output: `q`, the caches, the
 /// per-step input and the sizes.
 fn shared_params<T: DecodeElement>(k: Kernel) -> Kernel {
-    k.buffer::<T>("q", Access::Read)
-        .buffer::<T>("k_cache", Access::Read)
-        .buffer::<T>("v_cache", Access::Read)
+    let cache = Extent::AtLeastProductOf(&[10, 7, 9, 8]);
+    k.buffer_with_extent::<T>("q", Access::Read, Extent::AtLeastProductOf(&[5, 6, 8]))
+        .buffer_with_extent::<T>("k_cache", Access::Read, cache)
+        .buffer_with_extent::<T>("v_cache", Access::Read, cache)
         .buffer_with_extent::<u32>(
             "meta",
             Access::Read,
@@ -478,7 +479,11 @@ const WGSL_SCALARS: &str = "struct Scalars { rows: u32, heads: u32, kv_heads: u3
 
 /// `decode_attention`: one block per (head, row) over the whole length.
 pub(super) fn kernel<T: DecodeElement>() -> Kernel {
-    let k = shared_params::<T>(Kernel::new("decode_attention").buffer::<T>("out", Access::Write));
+    let k = shared_params::<T>(Kernel::new("decode_attention").buffer_with_extent::<T>(
+        "out",
+        Access::Write,
+        Extent::AtLeastProductOf(&[5, 6, 8]),
+    ));
     let cuda = cuda_source(
         r#"extern "C" __global__ void decode_attention(elem_t* out, const elem_t* q,
         const elem_t* k_cache, const elem_t* v_cache, const unsigned* meta, unsigned rows,
@@ -631,14 +636,7 @@ fn decode_attention_split(@builtin(workgroup_id) wg: vec3<u32>,
 /// `decode_attention_combine`: one block per (head, row), merging its chunks' partials.
 pub(super) fn combine_kernel<T: DecodeElement>() -> Kernel {
     let k = Kernel::new("decode_attention_combine")
-        .buffer_with_extent::<T>(
-            "out",
-            Access::Write,
-            Extent::AtLeastProduct {
-                first: 2,
-                second: 3,
-            },
-        )
+        .buffer_with_extent::<T>("out", Access::Write, Extent::AtLeastProductOf(&[2, 3, 4]))
         .buffer::<f32>("partials", Access::Read)
         .scalar::<u32>("rows")
         .scalar::<u32>("heads")

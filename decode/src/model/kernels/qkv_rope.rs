@@ -46,6 +46,9 @@ pub fn grid(heads: usize, kv_heads: usize, head_dim: usize, k: usize) -> [u32; 3
     super::linear::grid_for_pairs((heads + 2 * kv_heads) * (head_dim / 2), k)
 }
 
+/// A cache's extent: `slots × kv_heads × max_len × head_dim` (as `decode_rope_kv`'s).
+const CACHE_EXTENT: Extent = Extent::AtLeastProductOf(&[15, 12, 14, 13]);
+
 /// `decode_norm_qkv_rope_r{pass}(q, k_cache, v_cache, x, norm, w, table, meta, rows, n, k,
 /// heads, kv_heads, head_dim, max_len, slots, eps)`: [`super::linear::pass_rows`] rows of `x`
 /// a pass. `n` is the projection's width, `(heads + 2·kv_heads)·head_dim` (the kernel computes
@@ -53,13 +56,13 @@ pub fn grid(heads: usize, kv_heads: usize, head_dim: usize, k: usize) -> [u32; 3
 pub(super) fn kernel<T: DecodeElement>(pass: usize) -> Kernel {
     let name = format!("decode_norm_qkv_rope_r{pass}");
     let k = Kernel::new(name.clone())
-        .buffer::<T>("q", Access::Write)
-        .buffer::<T>("k_cache", Access::Write)
-        .buffer::<T>("v_cache", Access::Write)
+        .buffer_with_extent::<T>("q", Access::Write, Extent::AtLeastProductOf(&[8, 11, 13]))
+        .buffer_with_extent::<T>("k_cache", Access::Write, CACHE_EXTENT)
+        .buffer_with_extent::<T>("v_cache", Access::Write, CACHE_EXTENT)
         .buffer_with_extent::<T>("x", Access::Read, product(8, 10))
         .buffer_with_extent::<T>("norm", Access::Read, at_least(10))
         .buffer_with_extent::<T>("w", Access::Read, product(9, 10))
-        .buffer::<f32>("table", Access::Read)
+        .buffer_with_extent::<f32>("table", Access::Read, Extent::AtLeastProductOf(&[14, 13]))
         .buffer_with_extent::<u32>(
             "meta",
             Access::Read,

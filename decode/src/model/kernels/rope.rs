@@ -203,13 +203,18 @@ pub(super) const WGSL_STORE: &str = "fn rope_store(r: u32, h: u32, i: u32, a: f3
     }
 }";
 
+/// A cache's extent in `decode_rope_kv`: `slots × kv_heads × max_len × head_dim`, so a forged
+/// size cannot send a store past the buffer (the kernel skips rows whose slot or position is
+/// outside `slots` or `max_len`).
+const CACHE_EXTENT: Extent = Extent::AtLeastProductOf(&[11, 8, 10, 9]);
+
 pub(super) fn kernel<T: DecodeElement>() -> Kernel {
     let k = Kernel::new("decode_rope_kv")
-        .buffer::<T>("q", Access::Write)
-        .buffer::<T>("k_cache", Access::Write)
-        .buffer::<T>("v_cache", Access::Write)
+        .buffer_with_extent::<T>("q", Access::Write, Extent::AtLeastProductOf(&[6, 7, 9]))
+        .buffer_with_extent::<T>("k_cache", Access::Write, CACHE_EXTENT)
+        .buffer_with_extent::<T>("v_cache", Access::Write, CACHE_EXTENT)
         .buffer::<T>("qkv", Access::Read)
-        .buffer::<f32>("table", Access::Read)
+        .buffer_with_extent::<f32>("table", Access::Read, Extent::AtLeastProductOf(&[10, 9]))
         .buffer_with_extent::<u32>(
             "meta",
             Access::Read,
