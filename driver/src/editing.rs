@@ -36,7 +36,7 @@ use accel_graph_api::{
     PortableOp, Result, UpdateConflict, View, WHILE_ITERATION_LIMIT,
     backend_kit::pools::BlockId,
     condition_holds,
-    kernel::{Access, ElementType, Extent, Kernel, Param, Scalar},
+    kernel::{Access, ElementType, Kernel, Param, Scalar},
 };
 
 use crate::{
@@ -1000,19 +1000,8 @@ fn check_extents<D: Driver>(node: usize, kernel: &Kernel, args: &[BoundArg<D>]) 
         else {
             continue;
         };
-        let needed = match *extent {
-            Extent::Any => None,
-            Extent::AtLeast(n) => Some(n),
-            Extent::AtLeastScalar { param, factor } => {
-                count(param).map(|c| c.saturating_mul(factor))
-            }
-            Extent::AtLeastProduct { first, second } => count(first)
-                .zip(count(second))
-                .map(|(a, b)| a.saturating_mul(b)),
-            Extent::AtLeastProductOf(params) => params.iter().try_fold(1usize, |product, &p| {
-                count(p).map(|c| product.saturating_mul(c))
-            }),
-        };
+        // A count that is not a scalar here (refused elsewhere) leaves the extent unchecked.
+        let needed = extent.required(|p| count(p).ok_or(())).ok().flatten();
         if let Some(needed) = needed.filter(|&n| bound.len < n) {
             return Err(refused(
                 node,

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::{Extent, Kernel, Param, Scalar};
+use super::{Kernel, Param, Scalar};
 use crate::{DeviceBuffer, GraphError, Result, View};
 
 /// One argument of a kernel launch: a view of a buffer of any element type, or a scalar.
@@ -163,7 +163,7 @@ fn mismatch(kernel: &Kernel, message: String) -> GraphError {
     }
 }
 
-/// The value of scalar parameter `index` as a count, for an [`Extent`].
+/// The value of scalar parameter `index` as a count, for an [`Extent`](super::Extent).
 fn count_of<M>(kernel: &Kernel, args: &[KernelArg<'_, M>], index: usize) -> Result<usize> {
     match args.get(index) {
         Some(KernelArg::Scalar(Scalar::U32(v))) => Ok(*v as usize),
@@ -180,7 +180,7 @@ fn count_of<M>(kernel: &Kernel, args: &[KernelArg<'_, M>], index: usize) -> Resu
 
 /// Checks `args` against `kernel`'s parameters: their number, each buffer's element type and
 /// instance (`instance`: the launching backend's), each scalar's type, and each buffer's
-/// [`Extent`]. Every backend calls it before a launch.
+/// [`Extent`](super::Extent). Every backend calls it before a launch.
 pub fn check_arguments<M>(kernel: &Kernel, instance: u64, args: &[KernelArg<'_, M>]) -> Result<()> {
     let params = kernel.params();
     if params.len() != args.len() {
@@ -227,24 +227,7 @@ pub fn check_arguments<M>(kernel: &Kernel, instance: u64, args: &[KernelArg<'_, 
                         ),
                     ));
                 }
-                let needed = match *extent {
-                    Extent::Any => None,
-                    Extent::AtLeast(n) => Some(n),
-                    Extent::AtLeastScalar { param, factor } => {
-                        Some(count_of(kernel, args, param)?.saturating_mul(factor))
-                    }
-                    Extent::AtLeastProduct { first, second } => Some(
-                        count_of(kernel, args, first)?
-                            .saturating_mul(count_of(kernel, args, second)?),
-                    ),
-                    Extent::AtLeastProductOf(params) => {
-                        Some(params.iter().try_fold(1usize, |product, &param| {
-                            Ok::<_, GraphError>(
-                                product.saturating_mul(count_of(kernel, args, param)?),
-                            )
-                        })?)
-                    }
-                };
+                let needed = extent.required(|param| count_of(kernel, args, param))?;
                 if let Some(needed) = needed.filter(|&n| *len < n) {
                     return Err(GraphError::LengthMismatch {
                         op: "kernel argument",

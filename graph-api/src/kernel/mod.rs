@@ -323,6 +323,41 @@ pub enum Extent {
     AtLeastProductOf(&'static [usize]),
 }
 
+impl Extent {
+    /// The elements a buffer must have, `None` for [`Extent::Any`]: `count(i)` gives the value
+    /// of scalar parameter `i` as a count (its error, for a parameter that is not one, is
+    /// returned as it is). Products saturate at `usize::MAX`. The one evaluation of an extent,
+    /// for the launch's argument check and for graph editing's.
+    ///
+    /// ```
+    /// use accel_graph_api::kernel::Extent;
+    /// let sizes = [3usize, 4, 5];
+    /// let count = |i: usize| sizes.get(i).copied().ok_or(i);
+    /// assert_eq!(Extent::AtLeastProductOf(&[0, 1, 2]).required(count), Ok(Some(60)));
+    /// assert_eq!(Extent::AtLeastScalar { param: 1, factor: 2 }.required(count), Ok(Some(8)));
+    /// assert_eq!(Extent::AtLeastProductOf(&[0, 7]).required(count), Err(7));
+    /// assert_eq!(Extent::Any.required(count), Ok(None));
+    /// ```
+    pub fn required<E>(
+        &self,
+        mut count: impl FnMut(usize) -> std::result::Result<usize, E>,
+    ) -> std::result::Result<Option<usize>, E> {
+        Ok(match *self {
+            Extent::Any => None,
+            Extent::AtLeast(n) => Some(n),
+            Extent::AtLeastScalar { param, factor } => Some(count(param)?.saturating_mul(factor)),
+            Extent::AtLeastProduct { first, second } => {
+                Some(count(first)?.saturating_mul(count(second)?))
+            }
+            Extent::AtLeastProductOf(params) => Some(
+                params
+                    .iter()
+                    .try_fold(1usize, |product, &p| Ok(product.saturating_mul(count(p)?)))?,
+            ),
+        })
+    }
+}
+
 /// One parameter of a kernel.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Param {
