@@ -57,13 +57,31 @@ const MODES: [CaptureErrorMode; 3] = [
     CaptureErrorMode::Relaxed,
 ];
 
+/// The first pause after a refused unsafe call.
+const FIRST_BACKOFF: Duration = Duration::from_micros(20);
+/// The longest pause after refused unsafe calls.
+const MAX_BACKOFF: Duration = Duration::from_millis(10);
+
+/// The pause after `refusals` refused unsafe calls in a row: doubling from [`FIRST_BACKOFF`]
+/// up to [`MAX_BACKOFF`]. A refused call also invalidates the global capture that refused it
+/// (CUDA's rule), so threads retrying at a fixed short pause keep every global capture from
+/// ever completing on a machine of few cores: the run then takes minutes of retries instead
+/// of seconds of work, while backing off still makes refusals and invalidations happen.
+fn backoff(refusals: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(1 << refusals.min(16))
+        .min(MAX_BACKOFF)
+}
+
 /// Runs an unsafe call (a plain allocation, a download) until no global capture of another
 /// thread refuses it: such a refusal is CUDA's rule, not a failure of the worker.
 fn retry_unsafe<T>(mut call: impl FnMut() -> Result<T, GraphError>) -> Result<T, GraphError> {
+    let mut refusals = 0;
     loop {
         match call() {
             Err(GraphError::UnsafeDuringCapture { .. }) => {
-                std::thread::sleep(Duration::from_micros(20));
+                std::thread::sleep(backoff(refusals));
+                refusals += 1;
             }
             other => return other,
         }
@@ -167,6 +185,7 @@ pub fn stress<B: Backend>(b: &B, config: StressConfig) -> Result<StressReport, S
         );
         disturbers.push(std::thread::spawn(move || -> Result<(), String> {
             barrier.wait();
+            let mut refusals = 0;
             while !stop.load(Ordering::Acquire) {
                 for result in [
                     b.alloc::<f32>(64).map(drop),
@@ -174,15 +193,17 @@ pub fn stress<B: Backend>(b: &B, config: StressConfig) -> Result<StressReport, S
                 ] {
                     calls.fetch_add(1, Ordering::Relaxed);
                     match result {
-                        Ok(()) => {}
+                        Ok(()) => refusals = 0,
                         Err(GraphError::UnsafeDuringCapture { .. }) => {
                             refused.fetch_add(1, Ordering::Relaxed);
+                            refusals += 1;
                         }
                         Err(e) => return Err(format!("disturbing thread: {e}")),
                     }
                 }
-                // A pause between calls, so that global captures can complete between them.
-                std::thread::sleep(Duration::from_micros(50));
+                // A pause between calls, so that global captures can complete between them;
+                // longer while they are refused.
+                std::thread::sleep(backoff(refusals).max(Duration::from_micros(50)));
             }
             Ok(())
         }));
