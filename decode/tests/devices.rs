@@ -125,3 +125,152 @@ fn projections_of_empty_rows_are_zero() -> Result<()> {
         }
     }
 }
+
+/// Sizes of the attention launches below: two rows over a cache of two slots.
+const ROWS: u32 = 2;
+const HEADS: u32 = 4;
+const HEAD_DIM: u32 = 16;
+const MAX_LEN: u32 = 8;
+const SLOTS: u32 = 2;
+const SPLITS: u32 = 3;
+/// Elements past each output's end, which no launch may write.
+const TAIL: usize = 64;
+const SENTINEL: f32 = 7.5;
+
+/// A buffer of `n` elements of `seed`-dependent values in [-1, 1).
+fn values<B: accel_graph::Backend>(b: &B, n: usize, seed: u32) -> Result<B::Buffer<f32>> {
+    let v: Vec<f32> = (0..n as u32)
+        .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 2000) as f32 / 1000.0 - 1.0)
+        .collect();
+    b.alloc_from(&v)
+}
+
+/// The attention kernels launched over `grid_extra` more blocks in each direction than their
+/// sizes need, with `kv_heads` key/value heads: their outputs (with a tail past the end,
+/// sentinel-filled first). The one-pass output, the partials and the merged output.
+fn attention_outputs<B: accel_graph::Backend>(
+    b: &B,
+    grid_extra: u32,
+    kv_heads: u32,
+) -> Result<[Vec<f32>; 3]> {
+    use accel_graph::kernel::KernelArg;
+    use accel_graph_decode::model::kernels::{Kernels, attention::partial_len};
+    let kernels = Kernels::get::<f32>();
+    // Room for three key/value heads, so that every launch below passes the extent checks.
+    let cache = (SLOTS * 3 * MAX_LEN * HEAD_DIM) as usize;
+    let q = values(b, (ROWS * HEADS * HEAD_DIM) as usize, 1)?;
+    let (k_cache, v_cache) = (values(b, cache, 2)?, values(b, cache, 3)?);
+    // Token, position, length and slot of each row.
+    let meta = b.alloc_from(&[0u32, 0, 4, 6, 5, 7, 0, 1])?;
+    let sentinel = |n: usize| b.alloc_from(&vec![SENTINEL; n + TAIL]);
+    let out_len = (ROWS * HEADS * HEAD_DIM) as usize;
+    let partials_len = (ROWS * HEADS * SPLITS) as usize * partial_len(HEAD_DIM as usize);
+    let (one_pass, partials, merged) = (
+        sentinel(out_len)?,
+        sentinel(partials_len)?,
+        sentinel(out_len)?,
+    );
+    let u = |v: u32| KernelArg::scalar(v);
+    let shared = |out| {
+        vec![
+            KernelArg::buffer(out),
+            KernelArg::buffer(&q),
+            KernelArg::buffer(&k_cache),
+            KernelArg::buffer(&v_cache),
+            KernelArg::buffer(&meta),
+            u(ROWS),
+            u(HEADS),
+            u(kv_heads),
+            u(HEAD_DIM),
+            u(MAX_LEN),
+            u(SLOTS),
+            KernelArg::scalar(0.25f32),
+        ]
+    };
+    let e = grid_extra;
+    b.launch_kernel(
+        &kernels.attention,
+        [HEADS + e, ROWS + e, 1 + e],
+        &shared(&one_pass),
+    )?;
+    let mut split_args = shared(&partials);
+    split_args.extend([u(3), u(SPLITS)]);
+    b.launch_kernel(
+        &kernels.attention_split,
+        [HEADS + e, ROWS + e, SPLITS + e],
+        &split_args,
+    )?;
+    b.launch_kernel(
+        &kernels.attention_combine,
+        [HEADS + e, ROWS + e, 1 + e],
+        &[
+            KernelArg::buffer(&merged),
+            KernelArg::buffer(&partials),
+            u(ROWS),
+            u(HEADS),
+            u(HEAD_DIM),
+            u(SPLITS),
+        ],
+    )?;
+    Ok([
+        b.download(&one_pass)?,
+        b.download(&partials)?,
+        b.download(&merged)?,
+    ])
+}
+
+/// A grid larger than the sizes changes nothing and writes nothing past the outputs; query
+/// heads that are not groups of the key/value heads write nothing at all.
+fn attention_stays_in_its_sizes<B: accel_graph::Backend>(b: &B) -> Result<()> {
+    let exact = attention_outputs(b, 0, 2)?;
+    for (name, out) in ["one-pass", "partials", "merged"].iter().zip(&exact) {
+        let (written, tail) = out.split_at(out.len() - TAIL);
+        assert!(
+            written.iter().all(|v| *v != SENTINEL),
+            "{name}: every element written"
+        );
+        assert!(
+            tail.iter().all(|v| *v == SENTINEL),
+            "{name}: nothing past the end"
+        );
+    }
+    let wider = attention_outputs(b, 2, 2)?;
+    for (name, (a, b)) in ["one-pass", "partials", "merged"]
+        .iter()
+        .zip(exact.iter().zip(&wider))
+    {
+        let differs = a
+            .iter()
+            .zip(b)
+            .position(|(x, y)| x.to_bits() != y.to_bits());
+        assert_eq!(
+            differs, None,
+            "{name}: a grid past the sizes changed this element"
+        );
+    }
+    let ungrouped = attention_outputs(b, 0, 3)?;
+    assert!(
+        ungrouped[0]
+            .iter()
+            .chain(&ungrouped[1])
+            .all(|v| *v == SENTINEL),
+        "4 query heads over 3 key/value heads: nothing written"
+    );
+    Ok(())
+}
+
+#[test]
+fn attention_writes_only_within_its_sizes() -> Result<()> {
+    attention_stays_in_its_sizes(&accel_graph::mock::MockBackend::new())?;
+    match accel_graph::wgpu::WgpuBackend::new(0) {
+        Ok(b) => attention_stays_in_its_sizes(&b)?,
+        Err(e) => eprintln!("skipped on wgpu: no wgpu adapter here ({e})"),
+    }
+    match accel_graph::cuda::CudaBackend::new(0) {
+        Ok(b) => attention_stays_in_its_sizes(&b),
+        Err(e) => {
+            eprintln!("skipped on CUDA: no CUDA device here ({e})");
+            Ok(())
+        }
+    }
+}

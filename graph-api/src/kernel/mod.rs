@@ -321,12 +321,30 @@ pub enum Extent {
     /// assert_eq!(k.params().len(), 5);
     /// ```
     AtLeastProductOf(&'static [usize]),
+    /// At least the sum of products of scalar parameters, one product per term (a packed
+    /// buffer: queries, keys and values side by side are `rows × heads × dim + 2 × rows ×
+    /// kv_heads × dim`, a term repeated for a factor of 2). No terms is 0; an empty term is 1.
+    ///
+    /// ```
+    /// use accel_graph_api::kernel::{Access, Extent, Kernel};
+    /// // `qkv` holds `rows × (heads + 2 × kv_heads) × dim` elements: parameters 1 to 4.
+    /// const QKV: Extent = Extent::AtLeastSumOfProducts(&[&[1, 2, 4], &[1, 3, 4], &[1, 3, 4]]);
+    /// let k = Kernel::new("split_qkv")
+    ///     .buffer_with_extent::<f32>("qkv", Access::Read, QKV)
+    ///     .scalar::<u32>("rows")
+    ///     .scalar::<u32>("heads")
+    ///     .scalar::<u32>("kv_heads")
+    ///     .scalar::<u32>("dim");
+    /// let sizes = [0usize, 2, 8, 2, 64];
+    /// assert_eq!(QKV.required(|i| Ok::<_, ()>(sizes[i])), Ok(Some(2 * 12 * 64)));
+    /// ```
+    AtLeastSumOfProducts(&'static [&'static [usize]]),
 }
 
 impl Extent {
     /// The elements a buffer must have, `None` for [`Extent::Any`]: `count(i)` gives the value
     /// of scalar parameter `i` as a count (its error, for a parameter that is not one, is
-    /// returned as it is). Products saturate at `usize::MAX`. The one evaluation of an extent,
+    /// returned as it is). Products and sums saturate at `usize::MAX`. The one evaluation of an extent,
     /// for the launch's argument check and for graph editing's.
     ///
     /// ```
@@ -336,6 +354,7 @@ impl Extent {
     /// assert_eq!(Extent::AtLeastProductOf(&[0, 1, 2]).required(count), Ok(Some(60)));
     /// assert_eq!(Extent::AtLeastScalar { param: 1, factor: 2 }.required(count), Ok(Some(8)));
     /// assert_eq!(Extent::AtLeastProductOf(&[0, 7]).required(count), Err(7));
+    /// assert_eq!(Extent::AtLeastSumOfProducts(&[&[0, 1], &[2]]).required(count), Ok(Some(17)));
     /// assert_eq!(Extent::Any.required(count), Ok(None));
     /// ```
     pub fn required<E>(
@@ -349,13 +368,24 @@ impl Extent {
             Extent::AtLeastProduct { first, second } => {
                 Some(count(first)?.saturating_mul(count(second)?))
             }
-            Extent::AtLeastProductOf(params) => Some(
-                params
-                    .iter()
-                    .try_fold(1usize, |product, &p| Ok(product.saturating_mul(count(p)?)))?,
-            ),
+            Extent::AtLeastProductOf(params) => Some(product(params, &mut count)?),
+            Extent::AtLeastSumOfProducts(terms) => {
+                Some(terms.iter().try_fold(0usize, |sum, term| {
+                    Ok(sum.saturating_add(product(term, &mut count)?))
+                })?)
+            }
         })
     }
+}
+
+/// The product of the counts of `params`, saturating; 1 for none.
+fn product<E>(
+    params: &[usize],
+    count: &mut impl FnMut(usize) -> std::result::Result<usize, E>,
+) -> std::result::Result<usize, E> {
+    params
+        .iter()
+        .try_fold(1usize, |product, &p| Ok(product.saturating_mul(count(p)?)))
 }
 
 /// One parameter of a kernel.

@@ -112,6 +112,8 @@ const NONE: u32 = 0xffffffffu;
 fn decode_argmax(@builtin(workgroup_id) wg: vec3<u32>,
                  @builtin(local_invocation_id) lid: vec3<u32>) {
     let r = wg.x;
+    // A grid past the rows writes nothing (the CUDA kernel's test too).
+    if (r >= s.rows) { return; }
     let j = lid.x;
     let base = r * s.vocab;
     var best = 0.0;

@@ -28,6 +28,7 @@ use accel_graph::{
 use super::{scalar, with_sources};
 use crate::{
     DecodeElement,
+    config::MAX_HEAD_DIM,
     model::inputs::{LENS, SLOTS, field},
 };
 
@@ -53,6 +54,26 @@ pub struct AttentionShape {
     pub scale: f32,
 }
 
+impl AttentionShape {
+    /// Whether the kernels attend over these sizes: heads of at most [`MAX_HEAD_DIM`]
+    /// elements, and query heads in equal groups over the key/value heads. For others a launch
+    /// writes nothing, on every backend (a group past `kv_heads` would read past the cache).
+    ///
+    /// ```
+    /// use accel_graph_decode::model::kernels::attention::AttentionShape;
+    /// let s = AttentionShape { rows: 1, heads: 8, kv_heads: 2, head_dim: 64, max_len: 16, slots: 1, scale: 0.125 };
+    /// assert!(s.is_supported());
+    /// assert!(!AttentionShape { kv_heads: 3, ..s }.is_supported());
+    /// assert!(!AttentionShape { kv_heads: 0, ..s }.is_supported());
+    /// assert!(!AttentionShape { head_dim: 512, ..s }.is_supported());
+    /// ```
+    pub fn is_supported(&self) -> bool {
+        self.head_dim <= MAX_HEAD_DIM
+            && self.kv_heads != 0
+            && self.heads.is_multiple_of(self.kv_heads)
+    }
+}
+
 /// `f32`s per partial: the weighted values, then the maximum, then the sum.
 pub fn partial_len(head_dim: usize) -> usize {
     head_dim + 2
@@ -65,7 +86,8 @@ pub fn partial_len(head_dim: usize) -> usize {
 /// `s_t = (Σ_d q_d · k_{t,d}) · scale` (summed in order of `d`), then, in order of `t`,
 /// `m' = max(m, s_t)`, `c = e^(m − m')`, `p = e^(s_t − m')`, `l = l·c + p`,
 /// `acc_d = acc_d·c + p·v_{t,d}`, from `m = −∞`, `l = 0`, `acc = 0`. Partial
-/// `(r·heads + h)·splits + c` holds `acc`, `m`, `l` ([`partial_len`] values).
+/// `(r·heads + h)·splits + c` holds `acc`, `m`, `l` ([`partial_len`] values). Sizes that are
+/// not [supported](AttentionShape::is_supported) write nothing.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_partials<T: FloatElement>(
     partials: &mut [f32],
@@ -77,6 +99,9 @@ pub fn attention_partials<T: FloatElement>(
     chunk: usize,
     splits: usize,
 ) {
+    if !s.is_supported() {
+        return;
+    }
     let d = s.head_dim;
     let width = partial_len(d);
     let group = s.heads / s.kv_heads;
@@ -162,7 +187,8 @@ pub fn attention_combine<T: FloatElement>(
 
 /// The reference of the one-kernel form: [`attention_partials`] with one chunk of the whole
 /// cache, then [`attention_combine`] (whose factor is then exactly 1, so this is
-/// `T(acc_d / l)`).
+/// `T(acc_d / l)`). Sizes that are not [supported](AttentionShape::is_supported) write
+/// nothing.
 pub fn attention<T: FloatElement>(
     out: &mut [T],
     q: &[T],
@@ -171,6 +197,9 @@ pub fn attention<T: FloatElement>(
     meta: &[u32],
     s: AttentionShape,
 ) {
+    if !s.is_supported() {
+        return;
+    }
     let mut partials = vec![0.0f32; s.rows * s.heads * partial_len(s.head_dim)];
     attention_partials(&mut partials, q, k_cache, v_cache, meta, s, s.max_len, 1);
     attention_combine(out, &partials, s.rows, s.heads, s.head_dim, 1);
@@ -365,6 +394,11 @@ var<private> acc0: f32;
 var<private> acc1: f32;
 const LOWEST: f32 = -3.4028235e38;
 
+// Whether every key/value head serves the same number of query heads.
+fn groups_of_kv_heads() -> bool {
+    return s.kv_heads != 0u && s.heads % s.kv_heads == 0u;
+}
+
 // The row's attended length: 0 for padding rows and slots past the cache.
 fn row_len(r: u32) -> u32 {
     var len = min(step_in[2u * s.rows + r], s.max_len);
@@ -494,6 +528,9 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
     __shared__ float s_m[4], s_l[4];
     __shared__ float s_acc[4][256];
     const unsigned h = blockIdx.x, r = blockIdx.y, D = head_dim;
+    // A grid past the sizes, heads wider than the shared arrays or query heads that are not
+    // groups of key/value heads (a group past the cache) write nothing.
+    if (h >= heads || r >= rows || D > 256u || kv_heads == 0u || heads % kv_heads != 0u) return;
     elem_t* o = out + ((idx_t)r * heads + h) * D;
     unsigned len = meta[2u * rows + r], slot = meta[3u * rows + r];
     if (len > max_len) len = max_len;
@@ -523,6 +560,9 @@ fn decode_attention(@builtin(workgroup_id) wg: vec3<u32>,
                     @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wg.x;
     let r = wg.y;
+    // A grid past the sizes, heads wider than the workgroup arrays or query heads that are not
+    // groups of key/value heads (a group past the cache) write nothing.
+    if (h >= s.heads || r >= s.rows || s.head_dim > 256u || !groups_of_kv_heads()) { return; }
     let tid = lid.x;
     let len = row_len(r);
     attend(r, h, tid, 0u, len);
@@ -552,7 +592,12 @@ fn decode_attention(@builtin(workgroup_id) wg: vec3<u32>,
 /// Launched over `[heads, rows, splits]`.
 pub(super) fn split_kernel<T: DecodeElement>() -> Kernel {
     let k = shared_params::<T>(
-        Kernel::new("decode_attention_split").buffer::<f32>("partials", Access::Write),
+        Kernel::new("decode_attention_split").buffer_with_extent::<f32>(
+            "partials",
+            Access::Write,
+            // rows × heads × splits × (head_dim + 2): each chunk's sums, maximum and total.
+            Extent::AtLeastSumOfProducts(&[&[5, 6, 13, 8], &[5, 6, 13], &[5, 6, 13]]),
+        ),
     )
     .scalar::<u32>("chunk")
     .scalar::<u32>("splits");
@@ -566,6 +611,8 @@ pub(super) fn split_kernel<T: DecodeElement>() -> Kernel {
     __shared__ float s_m[4], s_l[4];
     __shared__ float s_acc[4][256];
     const unsigned h = blockIdx.x, r = blockIdx.y, c = blockIdx.z, D = head_dim;
+    if (h >= heads || r >= rows || c >= splits || D > 256u || kv_heads == 0u
+        || heads % kv_heads != 0u) return;
     float* out = partials + (((idx_t)r * heads + h) * splits + c) * (D + 2u);
     unsigned len = meta[2u * rows + r], slot = meta[3u * rows + r];
     if (len > max_len) len = max_len;
@@ -601,6 +648,8 @@ fn decode_attention_split(@builtin(workgroup_id) wg: vec3<u32>,
     let h = wg.x;
     let r = wg.y;
     let c = wg.z;
+    if (h >= s.heads || r >= s.rows || c >= s.splits || s.head_dim > 256u
+        || !groups_of_kv_heads()) { return; }
     let tid = lid.x;
     let dim = s.head_dim;
     let len = row_len(r);
@@ -637,7 +686,12 @@ fn decode_attention_split(@builtin(workgroup_id) wg: vec3<u32>,
 pub(super) fn combine_kernel<T: DecodeElement>() -> Kernel {
     let k = Kernel::new("decode_attention_combine")
         .buffer_with_extent::<T>("out", Access::Write, Extent::AtLeastProductOf(&[2, 3, 4]))
-        .buffer::<f32>("partials", Access::Read)
+        .buffer_with_extent::<f32>(
+            "partials",
+            Access::Read,
+            // rows × heads × splits × (head_dim + 2), as the split kernel writes them.
+            Extent::AtLeastSumOfProducts(&[&[2, 3, 5, 4], &[2, 3, 5], &[2, 3, 5]]),
+        )
         .scalar::<u32>("rows")
         .scalar::<u32>("heads")
         .scalar::<u32>("head_dim")
@@ -649,6 +703,7 @@ pub(super) fn combine_kernel<T: DecodeElement>() -> Kernel {
     accel_graph_grid_wait();
     accel_graph_launch_dependents();
     const unsigned h = blockIdx.x, r = blockIdx.y, D = head_dim, W = head_dim + 2u;
+    if (h >= heads || r >= rows) return;
     const float* p = partials + ((idx_t)r * heads + h) * splits * W;
     elem_t* o = out + ((idx_t)r * heads + h) * D;
     float mx = NEG_INF, total = 0.0f;
@@ -675,6 +730,7 @@ fn decode_attention_combine(@builtin(workgroup_id) wg: vec3<u32>,
                             @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wg.x;
     let r = wg.y;
+    if (h >= s.heads || r >= s.rows) { return; }
     let dim = s.head_dim;
     let w = dim + 2u;
     let p = (r * s.heads + h) * s.splits * w;

@@ -124,6 +124,8 @@ var<workgroup> partial: array<f32, 256>;
 fn decode_rmsnorm(@builtin(workgroup_id) wg: vec3<u32>,
                   @builtin(local_invocation_id) lid: vec3<u32>) {
     let r = wg.x;
+    // A grid past the rows writes nothing (the CUDA kernel's test too).
+    if (r >= s.rows) { return; }
     let j = lid.x;
     let base = r * s.n;
     var acc = 0.0;

@@ -208,12 +208,16 @@ pub(super) const WGSL_STORE: &str = "fn rope_store(r: u32, h: u32, i: u32, a: f3
 /// outside `slots` or `max_len`).
 const CACHE_EXTENT: Extent = Extent::AtLeastProductOf(&[11, 8, 10, 9]);
 
+/// The projection's output in `decode_rope_kv`: each row's queries, keys and values side by
+/// side, `rows × (heads + 2 × kv_heads) × head_dim`.
+const QKV_EXTENT: Extent = Extent::AtLeastSumOfProducts(&[&[6, 7, 9], &[6, 8, 9], &[6, 8, 9]]);
+
 pub(super) fn kernel<T: DecodeElement>() -> Kernel {
     let k = Kernel::new("decode_rope_kv")
         .buffer_with_extent::<T>("q", Access::Write, Extent::AtLeastProductOf(&[6, 7, 9]))
         .buffer_with_extent::<T>("k_cache", Access::Write, CACHE_EXTENT)
         .buffer_with_extent::<T>("v_cache", Access::Write, CACHE_EXTENT)
-        .buffer::<T>("qkv", Access::Read)
+        .buffer_with_extent::<T>("qkv", Access::Read, QKV_EXTENT)
         .buffer_with_extent::<f32>("table", Access::Read, Extent::AtLeastProductOf(&[10, 9]))
         .buffer_with_extent::<u32>(
             "meta",

@@ -39,7 +39,12 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
                 second: 3,
             },
         )
-        .buffer::<T>("gate_up", Access::Read)
+        .buffer_with_extent::<T>(
+            "gate_up",
+            Access::Read,
+            // rows × 2 × inter: each row's gate, then its up projection.
+            Extent::AtLeastSumOfProducts(&[&[2, 3], &[2, 3]]),
+        )
         .scalar::<u32>("rows")
         .scalar::<u32>("inter");
     with_sources::<T>(
