@@ -3,7 +3,7 @@
 //! with the reason.
 //!
 //! Every eager op is a queue submit, which costs tens of microseconds on lavapipe, so the
-//! randomized and stress cases run fewer programs, sequences and cycles here than on the mock
+//! randomized and stress cases run fewer programs, sequences, lifetimes and cycles here than on the mock
 //! unless the environment asks for a number.
 
 use std::sync::Once;
@@ -16,6 +16,10 @@ const WGPU_SEQUENCES: &str = "2000";
 /// the stress alone takes minutes on lavapipe, where every global capture is retried many
 /// times.
 const WGPU_STRESS_CYCLES: &str = "200";
+/// Random programs of each buffer-lifetime case (9.09, 9.10) when
+/// `ACCEL_GRAPH_CONFORMANCE_LIFETIMES` is unset: their ownership logic is the shared front's,
+/// which the mock runs at the suite's 10,000; here each program's submits cost milliseconds.
+const WGPU_LIFETIMES: &str = "3000";
 /// Elements of the stream-order program when `ACCEL_GRAPH_CONFORMANCE_STREAM_ORDER_ELEMENTS`
 /// is unset: its fifty-odd eager submits over a million elements, at every replay, take long
 /// on lavapipe, which runs a graph's nodes in order anyway.
@@ -33,6 +37,7 @@ fn lower_defaults() {
             accel_graph_conformance::STRESS_CYCLES_ENV,
             WGPU_STRESS_CYCLES,
         ),
+        (accel_graph_conformance::LIFETIMES_ENV, WGPU_LIFETIMES),
         (
             accel_graph_conformance::STREAM_ORDER_ELEMENTS_ENV,
             WGPU_STREAM_ORDER_ELEMENTS,
