@@ -209,6 +209,12 @@ pub fn attention<T: FloatElement>(
 /// (row, head), leaving each warp's maximum, sum and weighted values in shared memory.
 const CUDA_ATTEND: &str = r#"
 #define NEG_INF __int_as_float((int)0xff800000u)
+
+// AttentionShape::is_supported: heads that fit the shared arrays, and query heads in equal
+// groups over the key/value heads (a group past the cache otherwise).
+__device__ __forceinline__ bool attend_supported(unsigned heads, unsigned kv_heads, unsigned D) {
+    return D <= 256u && kv_heads != 0u && heads % kv_heads == 0u;
+}
 struct alignas(8) ag_u2 { unsigned x, y; };
 struct alignas(16) ag_u4 { unsigned x, y, z, w; };
 struct alignas(8) ag_f2 { float x, y; };
@@ -394,9 +400,10 @@ var<private> acc0: f32;
 var<private> acc1: f32;
 const LOWEST: f32 = -3.4028235e38;
 
-// Whether every key/value head serves the same number of query heads.
-fn groups_of_kv_heads() -> bool {
-    return s.kv_heads != 0u && s.heads % s.kv_heads == 0u;
+// AttentionShape::is_supported: heads that fit the workgroup arrays, and query heads in equal
+// groups over the key/value heads (a group past the cache otherwise).
+fn attend_supported() -> bool {
+    return s.head_dim <= 256u && s.kv_heads != 0u && s.heads % s.kv_heads == 0u;
 }
 
 // The row's attended length: 0 for padding rows and slots past the cache.
@@ -528,9 +535,8 @@ pub(super) fn kernel<T: DecodeElement>() -> Kernel {
     __shared__ float s_m[4], s_l[4];
     __shared__ float s_acc[4][256];
     const unsigned h = blockIdx.x, r = blockIdx.y, D = head_dim;
-    // A grid past the sizes, heads wider than the shared arrays or query heads that are not
-    // groups of key/value heads (a group past the cache) write nothing.
-    if (h >= heads || r >= rows || D > 256u || kv_heads == 0u || heads % kv_heads != 0u) return;
+    // A grid past the sizes, or sizes the kernel does not take, write nothing.
+    if (h >= heads || r >= rows || !attend_supported(heads, kv_heads, D)) return;
     elem_t* o = out + ((idx_t)r * heads + h) * D;
     unsigned len = meta[2u * rows + r], slot = meta[3u * rows + r];
     if (len > max_len) len = max_len;
@@ -560,9 +566,8 @@ fn decode_attention(@builtin(workgroup_id) wg: vec3<u32>,
                     @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wg.x;
     let r = wg.y;
-    // A grid past the sizes, heads wider than the workgroup arrays or query heads that are not
-    // groups of key/value heads (a group past the cache) write nothing.
-    if (h >= s.heads || r >= s.rows || s.head_dim > 256u || !groups_of_kv_heads()) { return; }
+    // A grid past the sizes, or sizes the kernel does not take, write nothing.
+    if (h >= s.heads || r >= s.rows || !attend_supported()) { return; }
     let tid = lid.x;
     let len = row_len(r);
     attend(r, h, tid, 0u, len);
@@ -611,8 +616,7 @@ pub(super) fn split_kernel<T: DecodeElement>() -> Kernel {
     __shared__ float s_m[4], s_l[4];
     __shared__ float s_acc[4][256];
     const unsigned h = blockIdx.x, r = blockIdx.y, c = blockIdx.z, D = head_dim;
-    if (h >= heads || r >= rows || c >= splits || D > 256u || kv_heads == 0u
-        || heads % kv_heads != 0u) return;
+    if (h >= heads || r >= rows || c >= splits || !attend_supported(heads, kv_heads, D)) return;
     float* out = partials + (((idx_t)r * heads + h) * splits + c) * (D + 2u);
     unsigned len = meta[2u * rows + r], slot = meta[3u * rows + r];
     if (len > max_len) len = max_len;
@@ -648,8 +652,7 @@ fn decode_attention_split(@builtin(workgroup_id) wg: vec3<u32>,
     let h = wg.x;
     let r = wg.y;
     let c = wg.z;
-    if (h >= s.heads || r >= s.rows || c >= s.splits || s.head_dim > 256u
-        || !groups_of_kv_heads()) { return; }
+    if (h >= s.heads || r >= s.rows || c >= s.splits || !attend_supported()) { return; }
     let tid = lid.x;
     let dim = s.head_dim;
     let len = row_len(r);
