@@ -22,6 +22,10 @@ pub trait DecodeElement: FloatElement + CommElement + sealed::Sealed {
     const CUDA_PRELUDE: &'static str;
     /// Whether the kernels have WGSL sources for this element type.
     const WGSL: bool;
+    /// Whether the small-batch projections of several rows are built for tensor-core tiles
+    /// (`mma.m16n8k16` on bf16, taken on NVIDIA devices of compute capability 8.0 and later:
+    /// [`crate::model::kernels::linear::Variant`]).
+    const TENSOR_CORE_TILES: bool;
     /// Bytes of one element in memory and in a weight dump ([`crate::dump`]).
     const BYTES: usize;
     /// Writes the element's little-endian bytes into `out` (of [`DecodeElement::BYTES`]).
@@ -43,6 +47,7 @@ __device__ __forceinline__ float ld(elem_t v) { return v; }
 __device__ __forceinline__ elem_t st(float f) { return f; }
 "#;
     const WGSL: bool = true;
+    const TENSOR_CORE_TILES: bool = false;
     const BYTES: usize = 4;
     fn write_le(self, out: &mut [u8]) {
         out.copy_from_slice(&self.to_le_bytes());
@@ -68,6 +73,7 @@ __device__ __forceinline__ elem_t st(float f) {
 }
 "#;
     const WGSL: bool = false;
+    const TENSOR_CORE_TILES: bool = true;
     const BYTES: usize = 2;
     fn write_le(self, out: &mut [u8]) {
         out.copy_from_slice(&self.to_le_bytes());

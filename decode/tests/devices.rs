@@ -58,13 +58,16 @@ fn cuda_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
             return Ok(());
         }
     };
-    // Fused rows 8: the small-batch projections (16-byte loads, one row a pass at batch 1 and
-    // four at larger batches, batch 5 in two passes; `odd` loads one element at a time); 0:
-    // cuBLAS.
+    // Fused rows 8 and 64: the small-batch projections (16-byte loads, one row a pass at
+    // batch 1; at larger batches four rows a pass in f32, batch 5 in two passes, and tiles of
+    // 16 rows on tensor cores in bf16, batch 37 in three; `odd` loads one element at a time,
+    // in four rows a pass in both); 0: cuBLAS.
     for (config, batch, steps, fused_rows) in [
         (Config::tiny(), 1, 32, 8),
         (Config::tiny(), 3, 32, 8),
         (Config::tiny(), 5, 32, 8),
+        (Config::tiny(), 13, 24, 64),
+        (Config::tiny(), 37, 16, 64),
         (Config::tiny(), 5, 32, 0),
         (chunked(), 3, 40, 8),
         (long(), 3, 400, 8),

@@ -6,6 +6,7 @@
 //! ```text
 //! decode_kernels [--backend mock|cuda|hip|wgpu|auto] [--config medium] [--dtype bf16]
 //!                [--rows 1,2,4] [--launches 40] [--replays 20] [--copies 6] [--overlap]
+//!                [--several-rows]
 //! ```
 //!
 //! Each form is captured as a graph of `--launches` projections in a row, each on the next of
@@ -18,7 +19,7 @@
 //! for each projection and row count:
 //!
 //! ```text
-//! kernel config=medium dtype=bf16 overlap=0 proj=gate_up rows=1 bytes=46137344 fused_us=14.6
+//! kernel config=medium dtype=bf16 overlap=0 variant=one-row proj=gate_up rows=1 bytes=46137344 fused_us=14.6
 //!     unfused_us=19.1 fused/unfused=0.764 fused_gbps=3160.2 unfused_gbps=2415.6
 //! ```
 //! (one line). On the mock the figures are the host's and say nothing of a GPU.
@@ -29,7 +30,10 @@ use accel_graph::{AcceleratorGraph, Backend, BackendJob, Gemm, GraphOptions, Res
 use accel_graph_decode::{
     Config, DecodeElement,
     cli::{BackendArg, CliError, Dtype, bad},
-    model::kernels::Kernels,
+    model::kernels::{
+        Kernels,
+        linear::{MAX_ROWS, Variant},
+    },
 };
 use clap::Parser;
 
@@ -64,6 +68,11 @@ struct Args {
     /// backend launches them.
     #[arg(long)]
     overlap: bool,
+    /// Time the projections of several rows (`Kernels::rows`: tensor-core tiles for bf16 on a
+    /// device that has them) at every row count, one row included; by default a row count
+    /// takes the set a step of that many rows takes.
+    #[arg(long)]
+    several_rows: bool,
 }
 
 /// One of the step's projections: `n × k` weights, what the fused kernel adds to the product.
@@ -155,16 +164,20 @@ fn issue<B: Backend, T: DecodeElement>(
     ops: &Operands<'_, B, T>,
     w: &B::Buffer<T>,
     fused: bool,
-    overlap: bool,
+    args: &Args,
 ) -> Result<()> {
-    let kernels = if overlap {
+    let kernels = if args.overlap {
         Kernels::overlapped::<T>()
     } else {
         Kernels::get::<T>()
     };
     let eps = c.rms_eps;
     if fused {
-        let k = kernels.projections(rows);
+        let k = if args.several_rows {
+            &kernels.rows
+        } else {
+            kernels.projections(rows)
+        };
         return match p.form {
             Form::Norm => {
                 k.issue_norm_linear(b, &ops.out, &ops.x, &ops.norm, w, rows, p.n, p.k, eps)
@@ -202,7 +215,7 @@ fn time_form<B: Backend, T: DecodeElement>(
     b.capture_on(&stream, &mut graph, || {
         (0..args.launches).try_for_each(|i| {
             let w = &ops.weights[i % ops.weights.len()];
-            issue(b, c, p, rows, ops, w, fused, args.overlap)
+            issue(b, c, p, rows, ops, w, fused, args)
         })
     })?;
     graph.replay()?;
@@ -213,6 +226,16 @@ fn time_form<B: Backend, T: DecodeElement>(
     }
     b.synchronize()?;
     Ok(start.elapsed().as_secs_f64() * 1e6 / (args.replays * args.launches) as f64)
+}
+
+/// How the fused projections of a line ran: `one-row`, `rows` (CUDA cores) or `tiles`
+/// (tensor cores where the device has them, else `rows`).
+fn variant_name(v: Variant) -> &'static str {
+    match (v.pass, v.tiles) {
+        (1, _) => "one-row",
+        (_, false) => "rows",
+        (_, true) => "tiles",
+    }
 }
 
 struct Job {
@@ -250,13 +273,18 @@ fn run<B: Backend, T: DecodeElement>(b: &B, args: &Args, c: &Config) -> Result<(
             let unfused = time_form(b, args, c, &p, rows, &ops, false)?;
             let bytes = matrix * T::BYTES;
             println!(
-                "kernel config={} dtype={} overlap={} proj={} rows={rows} bytes={bytes} \
+                "kernel config={} dtype={} overlap={} variant={} proj={} rows={rows} bytes={bytes} \
                  fused_us={fused:.2} \
                  unfused_us={unfused:.2} fused/unfused={:.3} fused_gbps={:.1} \
                  unfused_gbps={:.1}",
                 args.config,
                 T::NAME,
                 u8::from(args.overlap),
+                variant_name(if args.several_rows {
+                    Variant::for_rows::<T>(MAX_ROWS)
+                } else {
+                    Variant::for_rows::<T>(rows)
+                }),
                 p.name,
                 fused / unfused,
                 bytes as f64 / fused / 1e3,

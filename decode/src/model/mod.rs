@@ -429,7 +429,13 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             } else {
                 self.launch(
                     &projections.norm_qkv_rope,
-                    qkv_rope::grid(c.heads, c.kv_heads, c.head_dim, c.hidden),
+                    qkv_rope::grid(
+                        projections.variant,
+                        c.heads,
+                        c.kv_heads,
+                        c.head_dim,
+                        c.hidden,
+                    ),
                     &[
                         &[
                             KernelArg::buffer(&q),

@@ -21,10 +21,16 @@
 //! a matrix has few rows and long ones (the MLP's down projection), and nothing waits before
 //! the first weight load: no block stages or normalizes `x` first.
 //!
+//! Steps of several rows of `bf16` take the tensor cores where the device has them
+//! ([`Variant`], [`TILES`]): a warp multiplies 16 weight rows (8 output pairs) by up to 8 rows
+//! of `x` per `mma` instruction, so the arithmetic that made four rows a pass latency-bound on
+//! the CUDA cores costs next to nothing, and [`TILE_ROWS`] rows take one pass over the
+//! weights.
+//!
 //! RMSNorm is folded into the product: each element of `x` is multiplied by the norm's weight
 //! as it is read, its square summed beside the products, and the row's inverse root
-//! multiplies the finished dot products — so the normalized row is never rounded to `T` on a
-//! GPU, where the unfused step rounds it. The host functions here are the unfused ones
+//! multiplies the finished dot products — so the normalized row is never rounded to `T` on the
+//! CUDA cores, where the unfused step rounds it (the tensor cores take it rounded to `bf16`). The host functions here are the unfused ones
 //! composed (the normalized row rounded as [`super::rmsnorm`] stores it, each projection's
 //! output rounded to `T` before SwiGLU as the GEMM stores it): on the mock the fused and
 //! unfused steps are equal bit for bit; on a GPU they differ in the last bits, as the sums'
@@ -52,6 +58,17 @@ pub fn pass_rows(rows: usize) -> usize {
 
 /// Rows of `x` one pass of the larger variant takes (see [`pass_rows`]).
 pub const MAX_ROWS: usize = 4;
+
+/// Output pairs a block of the tensor-core form takes (the 16 weight rows of one tile).
+pub const TILE_PAIRS: usize = 8;
+
+/// Rows of `x` a pass of the tensor-core form takes (two tiles of 8).
+pub const TILE_ROWS: usize = 16;
+
+/// Threads of a block of the tensor-core form: eight warps split each tile's `k` (a block per
+/// eight pairs leaves the 2,048-wide model's down projection 128 blocks, so each needs many
+/// loads in flight).
+pub const TILE_THREADS: u32 = 256;
 
 /// Blocks the projections launch at most (each block walks its share of the output pairs).
 pub const MAX_BLOCKS: usize = 65_535;
@@ -144,8 +161,6 @@ pub fn norm_gate_up<T: FloatElement>(
 /// The CUDA C the three kernels share: the dot products of a block's two columns with up to
 /// four rows, RMSNorm folded in, the epilogues.
 const COMMON: &str = r#"
-#define LIN_THREADS 128u
-#define LIN_WARPS 4u
 // Elements in 16 bytes: 8 of bf16, 4 of f32.
 #define LIN_V (16u / (unsigned)sizeof(elem_t))
 struct alignas(16) lin_u4 { unsigned x, y, z, w; };
@@ -390,23 +405,272 @@ __device__ __forceinline__ void lin_loop(E e, const elem_t* x, const elem_t* nw,
     }
 }
 
-// A projection: lin_start, then lin_loop.
+"#;
+
+/// The CUDA C of the tensor-core form ([`TILE_PAIRS`] pairs a block, [`TILE_ROWS`] rows a
+/// pass), after [`COMMON`]: `lin_loop_tiles`, which takes the tensor-core form where the
+/// kernel was built for it (`LIN_TILES`: bf16), the device has it (compute capability 8.0 or
+/// later, NVIDIA) and the matrices allow it (`k` a multiple of 32, every base 16-byte
+/// aligned), and [`MAX_ROWS`] rows a pass on the CUDA cores otherwise.
+///
+/// Each warp multiplies one 16 × 16 tile of weights by a 16 × 8 tile of `x` per
+/// `mma.m16n8k16` (bf16 in, f32 accumulated), twice per 32 elements of `k`: the tile's 16
+/// weight rows are the block's 8 output pairs (row `g` the first weight row of pair `g`, row
+/// `g + 8` its second), its 8 columns rows of `x`. A dot product's order of terms is free, so
+/// each lane loads 16 contiguous bytes of its two weight rows and of its row of `x` and hands
+/// them to the two products as the fragments' `k` slots (slots `2t, 2t+1, 2t+8, 2t+9` of lane
+/// `t` of its group are elements `8t .. 8t+4` of the run for the first product, `8t+4 ..
+/// 8t+8` for the second): no shared memory and no shuffles before the products, and each
+/// row's 64 bytes of a run come from four lanes. The block's warps split `k` in runs of 32
+/// elements taken in turn, and meet in shared memory, added in warp order.
+const TILES: &str = r#"
+#if defined(LIN_TILES) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 \
+    && !defined(__HIP_PLATFORM_AMD__)
+#define LIN_MMA 1
+// Runs of 32 elements of k a warp has in flight (both weight rows, every row of x).
+#define LIN_UNROLL 4
+// Tiles of 8 rows of x a pass takes.
+#define LIN_NT 2
+
+__device__ __forceinline__ void lin_mma(float* c, unsigned a0, unsigned a1, unsigned a2,
+        unsigned a3, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Two floats as bf16x2, rounded to nearest even (`lo` in the low half: the lower k slot).
+__device__ __forceinline__ unsigned lin_pack(float lo, float hi) {
+    unsigned d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+// A run of x as the product's B fragment: times RMSNorm's weight with NORM (rounded to bf16,
+// as the unfused step stores the normalized row before its GEMM; the row's inverse root
+// multiplies the finished products), its squares added to sq.
+template <bool NORM>
+__device__ __forceinline__ lin_u4 lin_fragment(lin_u4 xv, lin_u4 nv, float* sq) {
+    if (!NORM) return xv;
+    float f[8], n[8];
+    lin_unpack(xv, f);
+    lin_unpack(nv, n);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) *sq = fmaf(f[i], f[i], *sq);
+    lin_u4 o;
+    o.x = lin_pack(f[0] * n[0], f[1] * n[1]);
+    o.y = lin_pack(f[2] * n[2], f[3] * n[3]);
+    o.z = lin_pack(f[4] * n[4], f[5] * n[5]);
+    o.w = lin_pack(f[6] * n[6], f[7] * n[7]);
+    return o;
+}
+
+// The block's output pairs 8 at a time, each for its rows 8 · LIN_NT at a time.
+template <bool NORM, class E>
+__device__ __forceinline__ void lin_loop_mma(E e, const elem_t* x, const elem_t* nw,
+        unsigned rows, unsigned k, float eps) {
+    __shared__ float part[LIN_WARPS][LIN_NT][8][8][2];
+    __shared__ float sqp[LIN_WARPS][LIN_NT][8];
+    const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    const unsigned g = lane >> 2, t = lane & 3u;
+    const unsigned pairs = e.pairs();
+    // The output this thread finishes (threads 0 .. 64 · LIN_NT): row fc of tile fnt, pair fp.
+    const unsigned fnt = threadIdx.x / 64u, fp = threadIdx.x / 8u % 8u, fc = threadIdx.x % 8u;
+    const bool finisher = threadIdx.x < 64u * LIN_NT;
+    const unsigned stride = LIN_WARPS * 32u;
+    for (unsigned p0 = blockIdx.x * 8u; p0 < pairs; p0 += gridDim.x * 8u) {
+        const elem_t *wa, *wb;
+        // Pairs past the last read the last one's rows and are not stored.
+        e.weights(p0 + g < pairs ? p0 + g : pairs - 1u, k, &wa, &wb);
+        for (unsigned r0 = 0; r0 < rows; r0 += 8u * LIN_NT) {
+            const unsigned frow = r0 + fnt * 8u + fc, fpair = p0 + fp;
+            const bool mine = finisher && frow < rows && fpair < pairs;
+            if (mine) e.prefetch(frow, fpair);
+            float c[LIN_NT][4], sq[LIN_NT];
+            const elem_t* xr[LIN_NT];
+            bool live[LIN_NT];
+#pragma unroll
+            for (int nt = 0; nt < LIN_NT; ++nt) {
+                c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.0f;
+                sq[nt] = 0.0f;
+                const unsigned row = r0 + nt * 8u + g;
+                live[nt] = row < rows;
+                xr[nt] = x + (idx_t)(live[nt] ? row : 0u) * k;
+            }
+            // Whether a run is in k is the same in every lane (k is a multiple of 32): the
+            // products below are the warp's together.
+            for (unsigned e0 = warp * 32u + t * 8u; e0 < k; e0 += LIN_UNROLL * stride) {
+                lin_u4 ra[LIN_UNROLL], rb[LIN_UNROLL], rn[LIN_UNROLL], rx[LIN_UNROLL][LIN_NT];
+#pragma unroll
+                for (int u = 0; u < LIN_UNROLL; ++u) {
+                    const unsigned el = e0 + u * stride;
+                    if (el < k) {
+                        ra[u] = *reinterpret_cast<const lin_u4*>(wa + el);
+                        rb[u] = *reinterpret_cast<const lin_u4*>(wb + el);
+                        if (NORM) rn[u] = *reinterpret_cast<const lin_u4*>(nw + el);
+#pragma unroll
+                        for (int nt = 0; nt < LIN_NT; ++nt) {
+                            if (live[nt]) rx[u][nt] = *reinterpret_cast<const lin_u4*>(xr[nt] + el);
+                            else rx[u][nt] = lin_u4{0u, 0u, 0u, 0u};
+                        }
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < LIN_UNROLL; ++u) {
+                    if (e0 + u * stride >= k) break;
+#pragma unroll
+                    for (int nt = 0; nt < LIN_NT; ++nt) {
+                        const lin_u4 b = lin_fragment<NORM>(rx[u][nt], rn[u], &sq[nt]);
+                        lin_mma(c[nt], ra[u].x, rb[u].x, ra[u].y, rb[u].y, b.x, b.y);
+                        lin_mma(c[nt], ra[u].z, rb[u].z, ra[u].w, rb[u].w, b.z, b.w);
+                    }
+                }
+            }
+            // Lane (g, t) holds pair g's products with rows 2t and 2t + 1 of each tile: c[0],
+            // c[1] of its first weight row, c[2], c[3] of its second.
+#pragma unroll
+            for (int nt = 0; nt < LIN_NT; ++nt) {
+                if (NORM) {
+                    sq[nt] += __shfl_xor_sync(0xffffffffu, sq[nt], 1);
+                    sq[nt] += __shfl_xor_sync(0xffffffffu, sq[nt], 2);
+                    if (t == 0u) sqp[warp][nt][g] = sq[nt];
+                }
+                part[warp][nt][g][2u * t][0] = c[nt][0];
+                part[warp][nt][g][2u * t + 1u][0] = c[nt][1];
+                part[warp][nt][g][2u * t][1] = c[nt][2];
+                part[warp][nt][g][2u * t + 1u][1] = c[nt][3];
+            }
+            __syncthreads();
+            if (mine) {
+                float d0 = 0.0f, d1 = 0.0f, s = 0.0f;
+                for (unsigned w = 0; w < LIN_WARPS; ++w) {
+                    d0 += part[w][fnt][fp][fc][0];
+                    d1 += part[w][fnt][fp][fc][1];
+                    if (NORM) s += sqp[w][fnt][fc];
+                }
+                if (NORM && k != 0u) {
+                    const float inv = 1.0f / sqrtf(__fadd_rn(s / (float)k, eps));
+                    d0 *= inv; d1 *= inv;
+                }
+                e.store(frow, fpair, d0, d1);
+            }
+            // The partial sums are read before the next pass overwrites them.
+            __syncthreads();
+        }
+    }
+}
+#endif
+
+// The projection of several rows after lin_start: the tensor-core form where it runs (see
+// above), else MAX_ROWS rows a pass on the CUDA cores.
+template <bool NORM, class E>
+__device__ __forceinline__ void lin_loop_tiles(E e, const elem_t* x, const elem_t* nw,
+        unsigned rows, unsigned k, float eps) {
+#ifdef LIN_MMA
+    const elem_t *w0, *w1;
+    e.weights(0u, k, &w0, &w1);
+    if (k % 32u == 0u && lin_aligned(x) && (!NORM || lin_aligned(nw)) && lin_aligned(w0)
+            && lin_aligned(w1)) {
+        lin_loop_mma<NORM>(e, x, nw, rows, k, eps);
+        return;
+    }
+#endif
+    lin_loop<LIN_MAX_ROWS, NORM>(e, x, nw, rows, k, eps);
+}
+
+// The projection after lin_start: one row a pass (R 1), or several (lin_loop_tiles).
+template <int R, bool NORM, class E>
+__device__ __forceinline__ void lin_body(E e, const elem_t* x, const elem_t* nw, unsigned rows,
+        unsigned k, float eps) {
+    if (R == 1) lin_loop<1, NORM>(e, x, nw, rows, k, eps);
+    else lin_loop_tiles<NORM>(e, x, nw, rows, k, eps);
+}
+
+// A projection: lin_start, then lin_body.
 template <int R, bool NORM, class E>
 __device__ __forceinline__ void lin_run(E e, const elem_t* x, const elem_t* nw, unsigned rows,
         unsigned k, float eps) {
     lin_start();
-    lin_loop<R, NORM>(e, x, nw, rows, k, eps);
+    lin_body<R, NORM>(e, x, nw, rows, k, eps);
 }
 "#;
 
-/// [`COMMON`] after the length from which rows are split over a block's warps
-/// ([`SPLIT_K`], `LIN_SPLIT_K` there).
-pub(super) fn common_source() -> String {
-    format!("#define LIN_SPLIT_K {SPLIT_K}u\n{COMMON}")
+/// How a set of projections runs: one row of `x` a pass, or several — on a device with
+/// tensor cores, for `bf16`, [`TILE_ROWS`] rows a pass in tiles of [`TILE_PAIRS`] output pairs
+/// a block ([`TILES`]), else [`MAX_ROWS`] rows a pass on the CUDA cores.
+///
+/// ```
+/// use accel_graph_decode::model::kernels::linear::Variant;
+/// use half::bf16;
+/// assert_eq!(Variant::for_rows::<bf16>(1), Variant { pass: 1, tiles: false });
+/// assert_eq!(Variant::for_rows::<bf16>(2), Variant { pass: 4, tiles: true });
+/// assert_eq!(Variant::for_rows::<f32>(2), Variant { pass: 4, tiles: false });
+/// // A block of eight warps takes eight output pairs in the tiled form.
+/// assert_eq!(Variant::for_rows::<bf16>(9).grid_for_pairs(1024, 2048), [128, 1, 1]);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variant {
+    /// Rows of `x` a pass of the CUDA-core form takes ([`pass_rows`]).
+    pub pass: usize,
+    /// Whether the kernels are built for the tensor-core form ([`TILES`]), which they take on a
+    /// device that has it.
+    pub tiles: bool,
+}
+
+impl Variant {
+    /// The variant a step of `rows` rows runs with elements `T`.
+    pub fn for_rows<T: DecodeElement>(rows: usize) -> Variant {
+        let pass = pass_rows(rows);
+        Variant {
+            pass,
+            tiles: pass > 1 && T::TENSOR_CORE_TILES,
+        }
+    }
+
+    /// Threads of a block: [`THREADS`], or [`TILE_THREADS`] for the tensor-core form.
+    pub fn threads(self) -> u32 {
+        if self.tiles { TILE_THREADS } else { THREADS }
+    }
+
+    /// The grid of a projection with `pairs` output pairs of rows `k` long: a block per
+    /// [`TILE_PAIRS`] pairs in the tensor-core form, else [`grid_for_pairs`].
+    pub fn grid_for_pairs(self, pairs: usize, k: usize) -> [u32; 3] {
+        if self.tiles {
+            [pairs.div_ceil(TILE_PAIRS).clamp(1, MAX_BLOCKS) as u32, 1, 1]
+        } else {
+            grid_for_pairs(pairs, k)
+        }
+    }
+
+    /// The grid of a projection with `columns` output columns ([`Variant::grid_for_pairs`];
+    /// `paired`: `decode_norm_gate_up`, a gate and an up column a pair).
+    pub fn grid(self, columns: usize, paired: bool, k: usize) -> [u32; 3] {
+        self.grid_for_pairs(if paired { columns } else { columns.div_ceil(2) }, k)
+    }
+
+    /// The CUDA C the kernels of this variant share: [`COMMON`] and [`TILES`] after the sizes
+    /// they are built for.
+    pub(super) fn common_source(self) -> String {
+        let (threads, tiles) = (
+            self.threads(),
+            if self.tiles {
+                "#define LIN_TILES 1\n"
+            } else {
+                ""
+            },
+        );
+        format!(
+            "#define LIN_SPLIT_K {SPLIT_K}u\n#define LIN_MAX_ROWS {MAX_ROWS}\n\
+             #define LIN_THREADS {threads}u\n#define LIN_WARPS {}u\n{tiles}{COMMON}{TILES}",
+            threads / 32
+        )
+    }
 }
 
 /// `decode_linear_r{pass}(out, x, w, rows, n, k, beta)`: [`pass_rows`] rows of `x` a pass.
-pub(super) fn linear_kernel<T: DecodeElement>(pass: usize) -> Kernel {
+pub(super) fn linear_kernel<T: DecodeElement>(variant: Variant) -> Kernel {
+    let (pass, threads) = (variant.pass, variant.threads());
     let name = format!("decode_linear_r{pass}");
     let k = Kernel::new(name.clone())
         .buffer_with_extent::<T>("out", Access::ReadWrite, product(3, 4))
@@ -416,12 +680,12 @@ pub(super) fn linear_kernel<T: DecodeElement>(pass: usize) -> Kernel {
         .scalar::<u32>("n")
         .scalar::<u32>("k")
         .scalar::<f32>("beta")
-        .block([THREADS, 1, 1]);
-    let common = common_source();
+        .block([threads, 1, 1]);
+    let common = variant.common_source();
     with_sources::<T>(
         k,
         &format!(
-            "{common}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
+            "{common}\nextern \"C\" __global__ void __launch_bounds__({threads}) {name}(\
              elem_t* out, const elem_t* x, const elem_t* w, unsigned rows, unsigned n, \
              unsigned k, float beta) {{\n    LinOut e = {{out, w, n, beta, 0.0f, \
              0.0f}};\n    lin_run<{pass}, false>(e, x, (const elem_t*)0, rows, k, 0.0f);\n}}"
@@ -465,7 +729,8 @@ fn decode_linear(@builtin(global_invocation_id) id: vec3<u32>,
 
 /// `decode_norm_linear_r{pass}(out, x, norm, w, rows, n, k, eps)`: [`pass_rows`] rows of `x`
 /// a pass.
-pub(super) fn norm_linear_kernel<T: DecodeElement>(pass: usize) -> Kernel {
+pub(super) fn norm_linear_kernel<T: DecodeElement>(variant: Variant) -> Kernel {
+    let (pass, threads) = (variant.pass, variant.threads());
     let name = format!("decode_norm_linear_r{pass}");
     let k = Kernel::new(name.clone())
         .buffer_with_extent::<T>("out", Access::Write, product(4, 5))
@@ -476,12 +741,12 @@ pub(super) fn norm_linear_kernel<T: DecodeElement>(pass: usize) -> Kernel {
         .scalar::<u32>("n")
         .scalar::<u32>("k")
         .scalar::<f32>("eps")
-        .block([THREADS, 1, 1]);
-    let common = common_source();
+        .block([threads, 1, 1]);
+    let common = variant.common_source();
     with_sources::<T>(
         k,
         &format!(
-            "{common}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
+            "{common}\nextern \"C\" __global__ void __launch_bounds__({threads}) {name}(\
              elem_t* out, const elem_t* x, const elem_t* norm, const elem_t* w, unsigned rows, \
              unsigned n, unsigned k, float eps) {{\n    LinOut e = {{out, w, n, 0.0f, 0.0f, \
              0.0f}};\n    lin_run<{pass}, true>(e, x, norm, rows, k, eps);\n}}"
@@ -533,7 +798,8 @@ fn decode_norm_linear(@builtin(global_invocation_id) id: vec3<u32>,
 
 /// `decode_norm_gate_up_r{pass}(act, x, norm, gate, up, rows, inter, k, eps)`: [`pass_rows`]
 /// rows of `x` a pass.
-pub(super) fn norm_gate_up_kernel<T: DecodeElement>(pass: usize) -> Kernel {
+pub(super) fn norm_gate_up_kernel<T: DecodeElement>(variant: Variant) -> Kernel {
+    let (pass, threads) = (variant.pass, variant.threads());
     let name = format!("decode_norm_gate_up_r{pass}");
     let k = Kernel::new(name.clone())
         .buffer_with_extent::<T>("act", Access::Write, product(5, 6))
@@ -545,12 +811,12 @@ pub(super) fn norm_gate_up_kernel<T: DecodeElement>(pass: usize) -> Kernel {
         .scalar::<u32>("inter")
         .scalar::<u32>("k")
         .scalar::<f32>("eps")
-        .block([THREADS, 1, 1]);
-    let common = common_source();
+        .block([threads, 1, 1]);
+    let common = variant.common_source();
     with_sources::<T>(
         k,
         &format!(
-            "{common}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
+            "{common}\nextern \"C\" __global__ void __launch_bounds__({threads}) {name}(\
              elem_t* act, const elem_t* x, const elem_t* norm, const elem_t* gate, \
              const elem_t* up, unsigned rows, unsigned inter, unsigned k, float eps) {{\n    \
              LinGateUp e = {{act, gate, up, inter}};\n    \

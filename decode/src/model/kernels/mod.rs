@@ -55,7 +55,8 @@ pub struct Kernels {
     pub argmax: Kernel,
     /// [`linear`]: the small-batch projections taking one row a pass (steps of one row).
     pub one_row: Projections,
-    /// [`linear`]: the small-batch projections taking [`linear::MAX_ROWS`] rows a pass.
+    /// [`linear`]: the small-batch projections of several rows: [`linear::MAX_ROWS`] rows a
+    /// pass, or [`linear::TILE_ROWS`] on tensor cores ([`linear::Variant`]).
     pub rows: Projections,
 }
 
@@ -70,16 +71,19 @@ pub struct Projections {
     pub norm_gate_up: Kernel,
     /// [`qkv_rope`]: RMSNorm, the QKV projection, RoPE and the cache store.
     pub norm_qkv_rope: Kernel,
+    /// How they run (their blocks and grids).
+    pub variant: linear::Variant,
 }
 
 impl Projections {
-    fn new<T: DecodeElement>(pass: usize, overlap: bool) -> Self {
+    fn new<T: DecodeElement>(variant: linear::Variant, overlap: bool) -> Self {
         let mark = |k: Kernel| k.programmatic_dependent_launch(overlap);
         Projections {
-            linear: mark(linear::linear_kernel::<T>(pass)),
-            norm_linear: mark(linear::norm_linear_kernel::<T>(pass)),
-            norm_gate_up: mark(linear::norm_gate_up_kernel::<T>(pass)),
-            norm_qkv_rope: mark(qkv_rope::kernel::<T>(pass)),
+            linear: mark(linear::linear_kernel::<T>(variant)),
+            norm_linear: mark(linear::norm_linear_kernel::<T>(variant)),
+            norm_gate_up: mark(linear::norm_gate_up_kernel::<T>(variant)),
+            norm_qkv_rope: mark(qkv_rope::kernel::<T>(variant)),
+            variant,
         }
     }
 
@@ -99,7 +103,7 @@ impl Projections {
     ) -> Result<()> {
         b.launch_kernel(
             &self.linear,
-            linear::grid(n, false, k),
+            self.variant.grid(n, false, k),
             &[
                 KernelArg::buffer(out),
                 KernelArg::buffer(x),
@@ -129,7 +133,7 @@ impl Projections {
     ) -> Result<()> {
         b.launch_kernel(
             &self.norm_linear,
-            linear::grid(n, false, k),
+            self.variant.grid(n, false, k),
             &[
                 KernelArg::buffer(out),
                 KernelArg::buffer(x),
@@ -165,7 +169,7 @@ impl Projections {
         })?;
         b.launch_kernel(
             &self.norm_gate_up,
-            linear::grid(inter, true, k),
+            self.variant.grid(inter, true, k),
             &[
                 KernelArg::buffer(act),
                 KernelArg::buffer(x),
@@ -276,8 +280,11 @@ impl Kernels {
                     attention_combine: mark(attention::combine_kernel::<T>()),
                     swiglu: mark(swiglu::kernel::<T>()),
                     argmax: mark(argmax::kernel::<T>()),
-                    one_row: Projections::new::<T>(1, overlap),
-                    rows: Projections::new::<T>(linear::MAX_ROWS, overlap),
+                    one_row: Projections::new::<T>(linear::Variant::for_rows::<T>(1), overlap),
+                    rows: Projections::new::<T>(
+                        linear::Variant::for_rows::<T>(linear::MAX_ROWS),
+                        overlap,
+                    ),
                 })
             })
             .clone()

@@ -13,13 +13,13 @@
 use accel_graph::kernel::{Access, Extent, Kernel};
 
 use super::{
-    linear::{WGSL_NORM, at_least, common_source, entry, norm_linear, product},
+    linear::{Variant, WGSL_NORM, at_least, entry, norm_linear, product},
     rope::{CUDA_STORE, RopeShape, WGSL_STORE, rope_kv},
     scalar, with_sources,
 };
 use crate::DecodeElement;
 
-/// CUDA C: the projection's epilogue for [`super::linear`]'s `lin_run` — pair `p` is element
+/// CUDA C: the projection's epilogue for [`super::linear`]'s `lin_body` — pair `p` is element
 /// `i` and element `i + head_dim/2` of head `h`, each product rounded to `T` (as the unfused
 /// step stores the projection) and handed to `decode_rope_kv`'s store.
 const EPILOGUE: &str = r#"
@@ -39,11 +39,17 @@ struct LinQkvRope {
 };
 "#;
 
-/// The grid of the kernel for a model of `heads` query and `kv_heads` key/value heads of
-/// `head_dim` over rows `k` long: its pairs are the elements RoPE rotates together
-/// ([`super::linear::grid_for_pairs`]).
-pub fn grid(heads: usize, kv_heads: usize, head_dim: usize, k: usize) -> [u32; 3] {
-    super::linear::grid_for_pairs((heads + 2 * kv_heads) * (head_dim / 2), k)
+/// The grid of `variant`'s kernel for a model of `heads` query and `kv_heads` key/value heads
+/// of `head_dim` over rows `k` long: its pairs are the elements RoPE rotates together
+/// ([`Variant::grid_for_pairs`]).
+pub fn grid(
+    variant: Variant,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    k: usize,
+) -> [u32; 3] {
+    variant.grid_for_pairs((heads + 2 * kv_heads) * (head_dim / 2), k)
 }
 
 /// A cache's extent: `slots × kv_heads × max_len × head_dim` (as `decode_rope_kv`'s).
@@ -51,9 +57,10 @@ const CACHE_EXTENT: Extent = Extent::AtLeastProductOf(&[15, 12, 14, 13]);
 
 /// `decode_norm_qkv_rope_r{pass}(q, k_cache, v_cache, x, norm, w, table, meta, rows, n, k,
 /// heads, kv_heads, head_dim, max_len, slots, eps)`: [`super::linear::pass_rows`] rows of `x`
-/// a pass. `n` is the projection's width, `(heads + 2·kv_heads)·head_dim` (the kernel computes
+/// a pass ([`Variant`]). `n` is the projection's width, `(heads + 2·kv_heads)·head_dim` (the kernel computes
 /// nothing otherwise, nor for an odd `head_dim`): `w` is checked against `n × k`.
-pub(super) fn kernel<T: DecodeElement>(pass: usize) -> Kernel {
+pub(super) fn kernel<T: DecodeElement>(variant: Variant) -> Kernel {
+    let (pass, threads) = (variant.pass, variant.threads());
     let name = format!("decode_norm_qkv_rope_r{pass}");
     let k = Kernel::new(name.clone())
         .buffer_with_extent::<T>("q", Access::Write, Extent::AtLeastProductOf(&[8, 11, 13]))
@@ -80,12 +87,12 @@ pub(super) fn kernel<T: DecodeElement>(pass: usize) -> Kernel {
         .scalar::<u32>("max_len")
         .scalar::<u32>("slots")
         .scalar::<f32>("eps")
-        .block([super::linear::THREADS, 1, 1]);
-    let common = common_source();
+        .block([threads, 1, 1]);
+    let common = variant.common_source();
     with_sources::<T>(
         k,
         &format!(
-            "{common}\n{CUDA_STORE}\n{EPILOGUE}\nextern \"C\" __global__ void __launch_bounds__(128) {name}(\
+            "{common}\n{CUDA_STORE}\n{EPILOGUE}\nextern \"C\" __global__ void __launch_bounds__({threads}) {name}(\
              elem_t* q, elem_t* k_cache, elem_t* v_cache, const elem_t* x, const elem_t* norm, \
              const elem_t* w, const float* table, const unsigned* meta, unsigned rows, \
              unsigned n, unsigned k, unsigned heads, unsigned kv_heads, unsigned head_dim, \
@@ -95,7 +102,7 @@ pub(super) fn kernel<T: DecodeElement>(pass: usize) -> Kernel {
              || (idx_t)n != ((idx_t)heads + 2u * (idx_t)kv_heads) * head_dim) return;\n    \
              LinQkvRope e = {{w, {{q, k_cache, v_cache, table, meta, rows, heads, kv_heads, \
              head_dim, max_len, slots}}}};\n    \
-             lin_loop<{pass}, true>(e, x, norm, rows, k, eps);\n}}"
+             lin_body<{pass}, true>(e, x, norm, rows, k, eps);\n}}"
         ),
         entry(
             &name,
