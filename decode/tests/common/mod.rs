@@ -201,6 +201,11 @@ pub fn device_agreement<B: Backend, T: DecodeElement>(
     fused_rows: usize,
 ) -> Result<Agreement> {
     let mut reference = Reference::<T>::random(config, SEED, batch);
+    // A batch past the usual buckets gets one of its own (padded to a power of two).
+    let options = || match batch {
+        0..=8 => options(),
+        _ => options().buckets([1, 2, 4, 8, batch.next_power_of_two()]),
+    };
     let in_order = options().graphs(false);
     let mut eager = engine_overlapped::<B, T>(backend, config, in_order, fused_rows, 0)?;
     let mut graphed =
