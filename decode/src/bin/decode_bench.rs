@@ -245,7 +245,10 @@ fn run<B: Backend, T: DecodeElement>(backend: &B, plan: &Plan) -> BenchResult<()
         config.max_len,
         config.attention_splits(),
         args.fused_rows
-            .unwrap_or(accel_graph_decode::model::default_fused_rows(config)),
+            .unwrap_or(accel_graph_decode::model::default_fused_rows::<T>(
+                config,
+                backend.kind()
+            )),
         backend.kind(),
         backend.capabilities().device_name.replace(' ', "_"),
         start.elapsed().as_secs_f64()

@@ -69,7 +69,7 @@ mod weights;
 use std::sync::Arc;
 
 use accel_graph::{
-    Backend, DeviceBuffer, Gemm, GraphError, Result,
+    Backend, BackendKind, DeviceBuffer, Gemm, GraphError, Result,
     kernel::{Kernel, KernelArg},
 };
 
@@ -83,21 +83,43 @@ use crate::{Config, DecodeElement};
 use kernels::{Kernels, attention, linear, qkv_rope};
 
 /// The largest step that takes the fused small-batch projections unless
-/// [`Model::set_fused_rows`] says otherwise: 4 for models at most 1,024 wide, else 1.
-/// Measured on an H200 in one run against `--fused-rows 0` (docs/BENCHMARKS.md): on the
-/// narrow model they take 35 % off a step of one row, 19 % off one of two and 17 % off one of
-/// four (eight rows were 16 % slower); on the 2,048-wide model 21 % off a step of one row, and
-/// steps of two and four were 3–4 % slower than cuBLAS's, which reads the larger weights at
-/// the same speed for any number of rows.
+/// [`Model::set_fused_rows`] says otherwise.
+///
+/// On CUDA, for `bf16`, whose projections of several rows run on tensor cores there
+/// ([`DecodeElement::TENSOR_CORE_TILES`]; devices of compute capability 8.0 and later), 16.
+/// Measured on an H100 in one run, two rounds against `--fused-rows 0` (docs/BENCHMARKS.md):
+/// the graphed step of the 2,048-wide model took 0.93–0.95× cuBLAS's at 2 to 16 rows, the
+/// 1,024-wide one 0.85–0.87×; at 32 rows the tiles were 1.22× (medium) and 1.05× (small)
+/// slower, where cuBLAS's wider tiles reuse each weight over more rows.
+///
+/// Elsewhere (f32, and HIP, whose several-row form runs on the vector units) 4 for models at most 1,024 wide, else 1. Measured on an H200 in one run against
+/// `--fused-rows 0`: on the narrow model they take 35 % off a step of one row, 19 % off one of
+/// two and 17 % off one of four (eight rows were 16 % slower); on the 2,048-wide model 21 %
+/// off a step of one row, and steps of two and four were 3–4 % slower than cuBLAS's, which
+/// reads the larger weights at the same speed for any number of rows.
 ///
 /// ```
+/// use accel_graph::BackendKind;
 /// use accel_graph_decode::{Config, model::default_fused_rows};
-/// assert_eq!(default_fused_rows(&Config::small_0_5b()), 4);
-/// assert_eq!(default_fused_rows(&Config::medium_1_5b()), 1);
+/// use half::bf16;
+/// let (small, medium) = (Config::small_0_5b(), Config::medium_1_5b());
+/// assert_eq!(default_fused_rows::<bf16>(&medium, BackendKind::Cuda), 16);
+/// assert_eq!(default_fused_rows::<bf16>(&medium, BackendKind::Hip), 1);
+/// assert_eq!(default_fused_rows::<f32>(&small, BackendKind::Cuda), 4);
+/// assert_eq!(default_fused_rows::<f32>(&medium, BackendKind::Cuda), 1);
 /// ```
-pub fn default_fused_rows(config: &Config) -> usize {
-    if config.hidden <= 1024 { 4 } else { 1 }
+pub fn default_fused_rows<T: DecodeElement>(config: &Config, backend: BackendKind) -> usize {
+    if T::TENSOR_CORE_TILES && backend == BackendKind::Cuda {
+        TENSOR_CORE_FUSED_ROWS
+    } else if config.hidden <= 1024 {
+        4
+    } else {
+        1
+    }
 }
+
+/// [`default_fused_rows`] of an element type whose projections run on tensor cores.
+const TENSOR_CORE_FUSED_ROWS: usize = 16;
 
 /// The largest step that launches its kernels to overlap the kernel before each unless
 /// [`Model::set_overlap_rows`] says otherwise: 0, none. Measured on an H200 in one run, two
@@ -172,7 +194,7 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
             weights,
             kernels,
             overlapped,
-            fused_rows: default_fused_rows(&config),
+            fused_rows: default_fused_rows::<T>(&config, backend.kind()),
             overlap_rows: DEFAULT_OVERLAP_ROWS,
             shard: None,
         })
@@ -192,10 +214,11 @@ impl<B: Backend, T: DecodeElement> Model<B, T> {
     /// launches it recorded.
     ///
     /// ```
+    /// use accel_graph::BackendKind;
     /// use accel_graph_decode::{Config, model::{Model, default_fused_rows}};
     /// let b = accel_graph::mock::MockBackend::new();
     /// let mut model = Model::<_, f32>::random(&b, Config::tiny(), 1)?;
-    /// assert_eq!(model.fused_rows(), default_fused_rows(&Config::tiny()));
+    /// assert_eq!(model.fused_rows(), default_fused_rows::<f32>(&Config::tiny(), BackendKind::Mock));
     /// assert_eq!(model.launches_per_step(1), 5 * 2 + 3);
     /// model.set_fused_rows(0)?;
     /// assert_eq!(model.launches_per_step(1), 9 * 2 + 4);
