@@ -22,7 +22,7 @@
 //! the first weight load: no block stages or normalizes `x` first.
 //!
 //! Steps of several rows of `bf16` take the tensor cores where the device has them
-//! ([`Variant`], [`TILES`]): a warp multiplies 16 weight rows (8 output pairs) by up to 8 rows
+//! ([`Variant`]): a warp multiplies 16 weight rows (8 output pairs) by up to 8 rows
 //! of `x` per `mma` instruction, so the arithmetic that made four rows a pass latency-bound on
 //! the CUDA cores costs next to nothing, and [`TILE_ROWS`] rows take one pass over the
 //! weights.
@@ -598,7 +598,7 @@ __device__ __forceinline__ void lin_run(E e, const elem_t* x, const elem_t* nw, 
 
 /// How a set of projections runs: one row of `x` a pass, or several — on a device with
 /// tensor cores, for `bf16`, [`TILE_ROWS`] rows a pass in tiles of [`TILE_PAIRS`] output pairs
-/// a block ([`TILES`]), else [`MAX_ROWS`] rows a pass on the CUDA cores.
+/// a block, else [`MAX_ROWS`] rows a pass on the CUDA cores.
 ///
 /// ```
 /// use accel_graph_decode::model::kernels::linear::Variant;
@@ -613,8 +613,8 @@ __device__ __forceinline__ void lin_run(E e, const elem_t* x, const elem_t* nw, 
 pub struct Variant {
     /// Rows of `x` a pass of the CUDA-core form takes ([`pass_rows`]).
     pub pass: usize,
-    /// Whether the kernels are built for the tensor-core form ([`TILES`]), which they take on a
-    /// device that has it.
+    /// Whether the kernels are built for the tensor-core form (`mma.m16n8k16`), which they
+    /// take on a device that has it.
     pub tiles: bool,
 }
 
