@@ -228,11 +228,12 @@ fn time_form<B: Backend, T: DecodeElement>(
     Ok(start.elapsed().as_secs_f64() * 1e6 / (args.replays * args.launches) as f64)
 }
 
-/// How the fused projections of a line ran: `one-row`, `rows` (CUDA cores) or `tiles`
-/// (tensor cores where the device has them, else `rows`).
+/// How the fused projections of a line ran: `one-row`, `two-row`, `rows` (CUDA cores) or
+/// `tiles` (tensor cores where the device has them, else `rows`).
 fn variant_name(v: Variant) -> &'static str {
     match (v.pass, v.tiles) {
         (1, _) => "one-row",
+        (2, _) => "two-row",
         (_, false) => "rows",
         (_, true) => "tiles",
     }

@@ -49,11 +49,22 @@ pub const THREADS: u32 = 128;
 
 /// Rows of `x` one pass of a block takes, per variant of the kernels: a step of one row runs
 /// the variant of one (fewest registers: more blocks per multiprocessor keep their weight loads
-/// in flight), larger steps the variant of [`MAX_ROWS`], whose blocks take their rows that
-/// many at a time — the block's two weight rows read from memory for the first rows and from
-/// the cache for the next.
+/// in flight), a step of two the variant of two (two runs of the weights in flight per lane,
+/// as with one row: on an H100 the two-row step took 5 % off the `medium` step and 12 % off the
+/// `small` one against the tensor-core tiles), larger steps the variant of [`MAX_ROWS`], whose
+/// blocks take their rows that many at a time — the block's two weight rows read from memory
+/// for the first rows and from the cache for the next.
+///
+/// ```
+/// use accel_graph_decode::model::kernels::linear::{MAX_ROWS, pass_rows};
+/// assert_eq!([pass_rows(1), pass_rows(2), pass_rows(3)], [1, 2, MAX_ROWS]);
+/// ```
 pub fn pass_rows(rows: usize) -> usize {
-    if rows <= 1 { 1 } else { MAX_ROWS }
+    match rows {
+        0 | 1 => 1,
+        2 => 2,
+        _ => MAX_ROWS,
+    }
 }
 
 /// Rows of `x` one pass of the larger variant takes (see [`pass_rows`]).
@@ -199,10 +210,11 @@ template <int R, bool NORM>
 __device__ __forceinline__ void lin_dot_vec(const elem_t* w0, const elem_t* w1,
         const elem_t* x, unsigned g, const elem_t* nw, unsigned k, unsigned part,
         unsigned parts, unsigned lane, float* a0, float* a1, float* sq) {
-    // Two runs in flight with one row, one with more (their runs of x take registers too):
-    // measured on an H200, four runs of one row read the MLP's 46 MB 28 % slower than two
-    // (more registers, fewer blocks per multiprocessor).
-    constexpr int RUNS = R == 1 ? 2 : 1;
+    // Two runs in flight with one or two rows, one with more (their runs of x take registers
+    // too): measured on an H200, four runs of one row read the MLP's 46 MB 28 % slower than two
+    // (more registers, fewer blocks per multiprocessor); on an H100 the two-row variant with
+    // one run was no faster than the tensor-core tiles, with two 5–12 % faster.
+    constexpr int RUNS = R <= 2 ? 2 : 1;
     const unsigned run = 32u * LIN_V, stride = parts * run;
     for (unsigned e0 = part * run + lane * LIN_V; e0 < k; e0 += RUNS * stride) {
         lin_u4 r0[RUNS], r1[RUNS], rx[RUNS][R], rn[RUNS];
@@ -579,11 +591,12 @@ __device__ __forceinline__ void lin_loop_tiles(E e, const elem_t* x, const elem_
     lin_loop<LIN_MAX_ROWS, NORM>(e, x, nw, rows, k, eps);
 }
 
-// The projection after lin_start: one row a pass (R 1), or several (lin_loop_tiles).
+// The projection after lin_start: one or two rows a pass (R 1 or 2), or several
+// (lin_loop_tiles).
 template <int R, bool NORM, class E>
 __device__ __forceinline__ void lin_body(E e, const elem_t* x, const elem_t* nw, unsigned rows,
         unsigned k, float eps) {
-    if (R == 1) lin_loop<1, NORM>(e, x, nw, rows, k, eps);
+    if (R <= 2) lin_loop<R, NORM>(e, x, nw, rows, k, eps);
     else lin_loop_tiles<NORM>(e, x, nw, rows, k, eps);
 }
 
@@ -604,8 +617,9 @@ __device__ __forceinline__ void lin_run(E e, const elem_t* x, const elem_t* nw, 
 /// use accel_graph_decode::model::kernels::linear::Variant;
 /// use half::bf16;
 /// assert_eq!(Variant::for_rows::<bf16>(1), Variant { pass: 1, tiles: false });
-/// assert_eq!(Variant::for_rows::<bf16>(2), Variant { pass: 4, tiles: true });
-/// assert_eq!(Variant::for_rows::<f32>(2), Variant { pass: 4, tiles: false });
+/// assert_eq!(Variant::for_rows::<bf16>(2), Variant { pass: 2, tiles: false });
+/// assert_eq!(Variant::for_rows::<bf16>(3), Variant { pass: 4, tiles: true });
+/// assert_eq!(Variant::for_rows::<f32>(3), Variant { pass: 4, tiles: false });
 /// // A block of eight warps takes eight output pairs in the tiled form.
 /// assert_eq!(Variant::for_rows::<bf16>(9).grid_for_pairs(1024, 2048), [128, 1, 1]);
 /// ```
@@ -624,7 +638,7 @@ impl Variant {
         let pass = pass_rows(rows);
         Variant {
             pass,
-            tiles: pass > 1 && T::TENSOR_CORE_TILES,
+            tiles: pass == MAX_ROWS && T::TENSOR_CORE_TILES,
         }
     }
 

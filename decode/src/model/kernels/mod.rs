@@ -55,6 +55,8 @@ pub struct Kernels {
     pub argmax: Kernel,
     /// [`linear`]: the small-batch projections taking one row a pass (steps of one row).
     pub one_row: Projections,
+    /// [`linear`]: the small-batch projections taking two rows a pass (steps of two rows).
+    pub two_rows: Projections,
     /// [`linear`]: the small-batch projections of several rows: [`linear::MAX_ROWS`] rows a
     /// pass, or [`linear::TILE_ROWS`] on tensor cores ([`linear::Variant`]).
     pub rows: Projections,
@@ -281,6 +283,7 @@ impl Kernels {
                     swiglu: mark(swiglu::kernel::<T>()),
                     argmax: mark(argmax::kernel::<T>()),
                     one_row: Projections::new::<T>(linear::Variant::for_rows::<T>(1), overlap),
+                    two_rows: Projections::new::<T>(linear::Variant::for_rows::<T>(2), overlap),
                     rows: Projections::new::<T>(
                         linear::Variant::for_rows::<T>(linear::MAX_ROWS),
                         overlap,
@@ -292,15 +295,15 @@ impl Kernels {
 
     /// The small-batch projections a step of `rows` rows runs ([`linear::pass_rows`]).
     pub fn projections(&self, rows: usize) -> &Projections {
-        if linear::pass_rows(rows) == 1 {
-            &self.one_row
-        } else {
-            &self.rows
+        match linear::pass_rows(rows) {
+            1 => &self.one_row,
+            2 => &self.two_rows,
+            _ => &self.rows,
         }
     }
 
     /// Every kernel.
-    pub fn all(&self) -> [&Kernel; 16] {
+    pub fn all(&self) -> [&Kernel; 20] {
         [
             &self.embed,
             &self.rmsnorm,
@@ -314,6 +317,10 @@ impl Kernels {
             &self.one_row.norm_linear,
             &self.one_row.norm_gate_up,
             &self.one_row.norm_qkv_rope,
+            &self.two_rows.linear,
+            &self.two_rows.norm_linear,
+            &self.two_rows.norm_gate_up,
+            &self.two_rows.norm_qkv_rope,
             &self.rows.linear,
             &self.rows.norm_linear,
             &self.rows.norm_gate_up,
