@@ -30,10 +30,7 @@ use accel_graph::{AcceleratorGraph, Backend, BackendJob, Gemm, GraphOptions, Res
 use accel_graph_decode::{
     Config, DecodeElement,
     cli::{BackendArg, CliError, Dtype, bad},
-    model::kernels::{
-        Kernels,
-        linear::{MAX_ROWS, Variant},
-    },
+    model::kernels::{Kernels, Projections, linear::Variant},
 };
 use clap::Parser;
 
@@ -173,11 +170,7 @@ fn issue<B: Backend, T: DecodeElement>(
     };
     let eps = c.rms_eps;
     if fused {
-        let k = if args.several_rows {
-            &kernels.rows
-        } else {
-            kernels.projections(rows)
-        };
+        let k = fused_set(&kernels, rows, args);
         return match p.form {
             Form::Norm => {
                 k.issue_norm_linear(b, &ops.out, &ops.x, &ops.norm, w, rows, p.n, p.k, eps)
@@ -226,6 +219,16 @@ fn time_form<B: Backend, T: DecodeElement>(
     }
     b.synchronize()?;
     Ok(start.elapsed().as_secs_f64() * 1e6 / (args.replays * args.launches) as f64)
+}
+
+/// The fused projections a line times: `Kernels::rows` with `--several-rows`, else the set a
+/// step of `rows` rows takes.
+fn fused_set<'k>(kernels: &'k Kernels, rows: usize, args: &Args) -> &'k Projections {
+    if args.several_rows {
+        &kernels.rows
+    } else {
+        kernels.projections(rows)
+    }
 }
 
 /// How the fused projections of a line ran: `one-row`, `two-row`, `rows` (CUDA cores) or
@@ -281,11 +284,7 @@ fn run<B: Backend, T: DecodeElement>(b: &B, args: &Args, c: &Config) -> Result<(
                 args.config,
                 T::NAME,
                 u8::from(args.overlap),
-                variant_name(if args.several_rows {
-                    Variant::for_rows::<T>(MAX_ROWS)
-                } else {
-                    Variant::for_rows::<T>(rows)
-                }),
+                variant_name(fused_set(&Kernels::get::<T>(), rows, args).variant),
                 p.name,
                 fused / unfused,
                 bytes as f64 / fused / 1e3,
