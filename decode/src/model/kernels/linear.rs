@@ -21,7 +21,7 @@
 //! a matrix has few rows and long ones (the MLP's down projection), and nothing waits before
 //! the first weight load: no block stages or normalizes `x` first.
 //!
-//! Steps of several rows of `bf16` take the tensor cores where the device has them
+//! Steps of three rows or more of `bf16` take the tensor cores where the device has them
 //! ([`Variant`]): a warp multiplies 16 weight rows (8 output pairs) by up to 8 rows
 //! of `x` per `mma` instruction, so the arithmetic that made four rows a pass latency-bound on
 //! the CUDA cores costs next to nothing, and [`TILE_ROWS`] rows take one pass over the
@@ -609,9 +609,9 @@ __device__ __forceinline__ void lin_run(E e, const elem_t* x, const elem_t* nw, 
 }
 "#;
 
-/// How a set of projections runs: one row of `x` a pass, or several — on a device with
-/// tensor cores, for `bf16`, [`TILE_ROWS`] rows a pass in tiles of [`TILE_PAIRS`] output pairs
-/// a block, else [`MAX_ROWS`] rows a pass on the CUDA cores.
+/// How a set of projections runs: one or two rows of `x` a pass, or several — on a device
+/// with tensor cores, for `bf16`, [`TILE_ROWS`] rows a pass in tiles of [`TILE_PAIRS`] output
+/// pairs a block, else [`MAX_ROWS`] rows a pass on the CUDA cores.
 ///
 /// ```
 /// use accel_graph_decode::model::kernels::linear::Variant;
