@@ -8,12 +8,23 @@
 
 mod common;
 
+use std::sync::{Mutex, MutexGuard};
+
 use accel_graph::{GraphError, Result, half::bf16};
 use accel_graph_decode::Config;
 use common::{chunked, device_agreement, engine, long, odd, options, wide};
 
+/// One test at a time on the devices: the engine captures in the global mode, where another
+/// thread's download or synchronization on the same device (a test beside it) is unsafe and
+/// ends the capture, so the step would fall back to eager.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static DEVICES: Mutex<()> = Mutex::new(());
+    DEVICES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn wgpu_f32_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
+    let _devices = one_at_a_time();
     let b = match accel_graph::wgpu::WgpuBackend::new(0) {
         Ok(b) => b,
         Err(e) => {
@@ -39,6 +50,7 @@ fn wgpu_f32_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
 
 #[test]
 fn wgpu_refuses_bf16_with_unsupported() {
+    let _devices = one_at_a_time();
     let Ok(b) = accel_graph::wgpu::WgpuBackend::new(0) else {
         eprintln!("skipped: no wgpu adapter here");
         return;
@@ -51,6 +63,7 @@ fn wgpu_refuses_bf16_with_unsupported() {
 
 #[test]
 fn cuda_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
+    let _devices = one_at_a_time();
     let b = match accel_graph::cuda::CudaBackend::new(0) {
         Ok(b) => b,
         Err(e) => {
@@ -123,6 +136,7 @@ fn empty_rows_project_to_zero<B: accel_graph::Backend>(b: &B) -> Result<()> {
 
 #[test]
 fn projections_of_empty_rows_are_zero() -> Result<()> {
+    let _devices = one_at_a_time();
     empty_rows_project_to_zero(&accel_graph::mock::MockBackend::new())?;
     match accel_graph::cuda::CudaBackend::new(0) {
         Ok(b) => empty_rows_project_to_zero(&b),
@@ -268,6 +282,7 @@ fn attention_stays_in_its_sizes<B: accel_graph::Backend>(b: &B) -> Result<()> {
 
 #[test]
 fn attention_writes_only_within_its_sizes() -> Result<()> {
+    let _devices = one_at_a_time();
     attention_stays_in_its_sizes(&accel_graph::mock::MockBackend::new())?;
     match accel_graph::wgpu::WgpuBackend::new(0) {
         Ok(b) => attention_stays_in_its_sizes(&b)?,
