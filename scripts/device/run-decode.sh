@@ -2,11 +2,11 @@
 # Runs the decode engine against PyTorch on the GPU machine, from the bundle staged by
 # scripts/device/bundle-decode.sh (run from the repository root; python3 must have torch with
 # CUDA). Writes the weights of each model (bf16) to a temporary directory, then ROUNDS rounds,
-# each side in processes of its own, alternating (accel small, torch small, accel medium, torch
-# medium, ...): in each, the start-up pre-capture of the 35 serving sizes (1, 2, 4, then every 8
-# up to 256), the decode step graphed and eager at batches 1..64 over a cache filled to CONTEXT
-# positions, and greedy tokens from the dump's prompt (the torch side checks the prompt steps'
-# logits against the accel side's). Then the summary: medians, accel/torch ratios, each bucket
+# each side and each phase in a process of its own, alternating (accel small start-up, torch
+# small start-up, accel small step, ...): the start-up pre-capture of the 35 serving sizes (1,
+# 2, 4, then every 8 up to 256), the decode step graphed and eager at batches 1..64 over a
+# cache filled to CONTEXT positions, and greedy tokens from the dump's prompt (the torch side
+# checks the prompt steps' logits against the accel side's). Then the summary: medians, accel/torch ratios, each bucket
 # as a multiple of the memory-bandwidth floor (BANDWIDTH, B/s: 3.35e12 for an H100 SXM, 4.8e12
 # for an H200; by default from the GPU's name), the start-up, whether the tokens agree.
 #
@@ -19,7 +19,7 @@
 # test, graphed against eager against the host reference, fused and unfused), KERNELS (1: then
 # decode_kernels, each projection timed alone fused and unfused, at 1, 2 and 4 rows),
 # STEP_TIMEOUT (300 s), BACKEND (cuda; "mock" with CONFIGS=tiny tries the script's flow on any
-# machine). About 5 minutes on one H200 with the defaults.
+# machine). About 6 minutes on one H100 with the defaults (each phase starts a process).
 # Logs go to $OUT (default ./device-logs): decode.log, decode-summary.txt; non-zero exit if a
 # step failed.
 set -uo pipefail
@@ -78,12 +78,22 @@ for cfg in $CONFIGS; do
   step "dump_$cfg" "$B/decode_bench" --dump-weights "$WEIGHTS/$cfg" --config "$cfg" --dtype bf16 \
     --prompt-len "$PROMPT_LEN"
 done
+# Each phase in a process of its own: on the accel side a step timed in a process that had
+# built and dropped another engine first (the start-up phase's) ran 3-5 % slower on an H100;
+# PyTorch's did not (docs/BENCHMARKS.md). A serving process builds one engine.
 for r in $(seq "$ROUNDS"); do
   for cfg in $CONFIGS; do
-    step "accel_${cfg}_round$r" "$B/decode_bench" --backend "$BACKEND" --weights "$WEIGHTS/$cfg" "${COMMON[@]}" \
-      --dump-logits "$WEIGHTS/$cfg.logits" "${ACCEL_EXTRA[@]}"
-    step "torch_${cfg}_round$r" env PYTHONUNBUFFERED=1 python3 "$B/torch_decode.py" --weights "$WEIGHTS/$cfg" \
-      "${COMMON[@]}" --check "$WEIGHTS/$cfg.logits" "${TORCH_EXTRA[@]}"
+    for phase in startup bench tokens; do
+      ACCEL_PHASE=() TORCH_PHASE=()
+      if [[ "$phase" == tokens ]]; then
+        ACCEL_PHASE=(--dump-logits "$WEIGHTS/$cfg.logits")
+        TORCH_PHASE=(--check "$WEIGHTS/$cfg.logits")
+      fi
+      step "accel_${cfg}_${phase}_round$r" "$B/decode_bench" --backend "$BACKEND" \
+        --weights "$WEIGHTS/$cfg" "${COMMON[@]}" --phases "$phase" "${ACCEL_PHASE[@]}" "${ACCEL_EXTRA[@]}"
+      step "torch_${cfg}_${phase}_round$r" env PYTHONUNBUFFERED=1 python3 "$B/torch_decode.py" \
+        --weights "$WEIGHTS/$cfg" "${COMMON[@]}" --phases "$phase" "${TORCH_PHASE[@]}" "${TORCH_EXTRA[@]}"
+    done
   done
 done
 step summary bash -c 'python3 "$1" "$2" --bandwidth "$3" | tee "$4"' _ \
