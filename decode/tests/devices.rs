@@ -73,9 +73,9 @@ fn cuda_follows_the_reference_and_graphed_equals_eager() -> Result<()> {
     };
     // Fused rows 8 and 64: the small-batch projections (16-byte loads, one row a pass at
     // batch 1, two at batch 2 (`wide` too); at larger batches four rows a pass in f32, batch 5
-    // in two passes, and tiles of
-    // 16 rows on tensor cores in bf16, batch 37 in three; `odd` loads one element at a time,
-    // in four rows a pass in both; `wide` at batch 13 the tiles over a long `k`); 0: cuBLAS.
+    // in two passes, and tiles of 16 rows on tensor cores in bf16, batch 37 in three; `odd`
+    // loads one element at a time, in four rows a pass in both; `wide` at batch 13 the tiles
+    // over a long `k`); 0: cuBLAS.
     for (config, batch, steps, fused_rows) in [
         (Config::tiny(), 1, 32, 8),
         (Config::tiny(), 2, 32, 8),

@@ -6,9 +6,10 @@
 # small start-up, accel small step, ...): the start-up pre-capture of the 35 serving sizes (1,
 # 2, 4, then every 8 up to 256), the decode step graphed and eager at batches 1..64 over a
 # cache filled to CONTEXT positions, and greedy tokens from the dump's prompt (the torch side
-# checks the prompt steps' logits against the accel side's). Then the summary: medians, accel/torch ratios, each bucket
-# as a multiple of the memory-bandwidth floor (BANDWIDTH, B/s: 3.35e12 for an H100 SXM, 4.8e12
-# for an H200; by default from the GPU's name), the start-up, whether the tokens agree.
+# checks the prompt steps' logits against the accel side's). Then the summary: medians,
+# accel/torch ratios, each bucket as a multiple of the memory-bandwidth floor (BANDWIDTH, B/s:
+# 3.35e12 for an H100 SXM, 4.8e12 for an H200; by default from the GPU's name), the start-up,
+# whether the tokens agree.
 #
 #   bash scripts/device/run-decode.sh
 #
