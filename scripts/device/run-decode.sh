@@ -18,7 +18,8 @@
 # BANDWIDTH, TORCH_ARGS (more flags for torch_decode.py, e.g. "--gqa repeat"), ACCEL_ARGS (more
 # flags for decode_bench, e.g. "--fused-rows 0"), DEVICE_TEST (1: first run the engine's device
 # test, graphed against eager against the host reference, fused and unfused), KERNELS (1: then
-# decode_kernels, each projection timed alone fused and unfused, at 1, 2 and 4 rows),
+# decode_kernels, each projection timed alone fused and unfused, at 1, 2 and 4 rows), FLOOR (1:
+# then decode_floor, the floor of a step of one kernel per operation at every batch),
 # STEP_TIMEOUT (300 s), BACKEND (cuda; "mock" with CONFIGS=tiny tries the script's flow on any
 # machine). About 6 minutes on one H100 with the defaults (each phase starts a process).
 # Logs go to $OUT (default ./device-logs): decode.log, decode-summary.txt; non-zero exit if a
@@ -69,6 +70,12 @@ if [[ "${KERNELS:-1}" == 1 ]]; then
   for cfg in $CONFIGS; do
     step "kernels_$cfg" "$B/decode_kernels" --backend "$BACKEND" --config "$cfg" --dtype bf16 \
       --rows 1,2,4
+  done
+fi
+if [[ "${FLOOR:-1}" == 1 ]]; then
+  for cfg in $CONFIGS; do
+    step "floor_$cfg" "$B/decode_floor" --backend "$BACKEND" --config "$cfg" --rows "$BATCHES" \
+      --context "$CONTEXT" --max-len "$MAX_LEN" --bandwidth "$BANDWIDTH"
   done
 fi
 step torch_version python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
