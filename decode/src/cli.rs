@@ -141,6 +141,27 @@ pub enum CliError {
     Tp(#[from] crate::tp::TpError),
 }
 
+/// How a binary ends: success, or its error printed to standard error (`error: ...`) and a
+/// failure status.
+///
+/// ```
+/// use accel_graph_decode::cli::{CliError, bad, exit_code};
+/// use std::process::ExitCode;
+/// assert_eq!(exit_code::<CliError>(Ok(())), ExitCode::SUCCESS);
+/// assert_eq!(exit_code(Err(bad("--rows 0"))), ExitCode::FAILURE);
+/// ```
+pub fn exit_code<E: std::fmt::Display>(
+    result: std::result::Result<(), E>,
+) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// A command line the binary cannot run: `GraphError::ArgumentMismatch` with `message`.
 ///
 /// ```

@@ -45,7 +45,8 @@ use accel_graph::{Backend, BackendJob, GraphError, Result, half::bf16};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
     cli::{
-        BackendArg, CliError, Dtype, ModelArgs, ModelChoice, bad, cache_len, init_logging, quantile,
+        BackendArg, CliError, Dtype, ModelArgs, ModelChoice, bad, cache_len, exit_code,
+        init_logging, quantile,
     },
     dump::{self, DumpHeader, DumpInfo},
     model::{HostWeights, KvCache, StepBuffers, Tensor},
@@ -510,11 +511,5 @@ fn main_inner(args: Args) -> BenchResult<()> {
 fn main() -> ExitCode {
     let args = Args::parse();
     init_logging(args.trace);
-    match main_inner(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(main_inner(args))
 }

@@ -41,7 +41,7 @@ use accel_graph::{
 };
 use accel_graph_decode::{
     Config, DecodeElement,
-    cli::{BackendArg, CliError, bad, quantile},
+    cli::{BackendArg, CliError, bad, exit_code, quantile},
     model::{default_fused_rows, kernels::attention::partial_len},
 };
 use clap::Parser;
@@ -371,13 +371,7 @@ fn main_inner(args: Args) -> std::result::Result<(), CliError> {
 }
 
 fn main() -> ExitCode {
-    match main_inner(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(main_inner(Args::parse()))
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use std::{process::ExitCode, time::Instant};
 use accel_graph::{AcceleratorGraph, Backend, BackendJob, Gemm, GraphOptions, Result, half::bf16};
 use accel_graph_decode::{
     Config, DecodeElement,
-    cli::{BackendArg, CliError, Dtype, bad},
+    cli::{BackendArg, CliError, Dtype, bad, exit_code},
     model::kernels::{Kernels, Projections, linear::Variant},
 };
 use clap::Parser;
@@ -309,11 +309,5 @@ fn main_inner(args: Args) -> std::result::Result<(), CliError> {
 }
 
 fn main() -> ExitCode {
-    match main_inner(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(main_inner(Args::parse()))
 }

@@ -21,7 +21,7 @@ use std::{process::ExitCode, time::Instant};
 use accel_graph::{Backend, BackendJob, GraphError, Result, half::bf16};
 use accel_graph_decode::{
     Config, DecodeElement, Engine, EngineOptions, Model, StepRow,
-    cli::{BackendArg, Dtype, init_logging},
+    cli::{BackendArg, Dtype, exit_code, init_logging},
     init::prompt,
 };
 use clap::Parser;
@@ -242,11 +242,5 @@ fn main() -> ExitCode {
         .backend
         .choice()
         .and_then(|choice| accel_graph::run_on(choice, Serve(args)));
-    match result.and_then(|r| r) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(result.and_then(|r| r))
 }
