@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the decode engine's binaries (release, stripped: decode_bench, decode_serve, decode_kernels,
-# decode_floor, decode_tp) on this machine and stages them in .device-bundle/decode/ (git-ignored) with the
-# PyTorch side (decode/bench/*.py), for `bash scripts/device/run-decode.sh` (one GPU) and
-# `bash scripts/device/run-decode-tp.sh` (tensor parallel, several GPUs) on the GPU machine.
+# Builds the decode engine's binaries (release, stripped: decode_bench, decode_serve, decode_tp,
+# decode_kernels, decode_floor) on this machine and stages them in .device-bundle/decode/
+# (git-ignored) with the PyTorch side (decode/bench/*.py), for `bash scripts/device/run-decode.sh`
+# (one GPU) and `bash scripts/device/run-decode-tp.sh` (tensor parallel, several GPUs) on the GPU
+# machine.
 # The binaries carry the mock, CUDA and wgpu backends and pick one at run time, and NCCL for
 # decode_tp's ranks (the `nccl` feature; no CUDA toolkit or NCCL needed here: the driver,
 # NVRTC, cuBLAS and NCCL are loaded there).
@@ -15,8 +16,7 @@ BUNDLE=.device-bundle/decode
 BINS=(decode_bench decode_serve decode_tp decode_kernels decode_floor)
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE"
-cargo build --release -p accel-graph-decode --features nccl \
-  --bin decode_bench --bin decode_serve --bin decode_tp --bin decode_kernels --bin decode_floor
+cargo build --release -p accel-graph-decode --features nccl "${BINS[@]/#/--bin=}"
 for bin in "${BINS[@]}"; do
   cp "$CARGO_TARGET_DIR/release/$bin" "$BUNDLE/$bin"
 done

@@ -21,7 +21,7 @@
 # decode_kernels, each projection timed alone fused and unfused, at 1, 2 and 4 rows), FLOOR (1:
 # then decode_floor, the floor of a step of one kernel per operation at every batch),
 # STEP_TIMEOUT (300 s), BACKEND (cuda; "mock" with CONFIGS=tiny tries the script's flow on any
-# machine). About 6 minutes on one H100 with the defaults (each phase starts a process).
+# machine). About 7 minutes on one H100 with the defaults (each phase starts a process).
 # Logs go to $OUT (default ./device-logs): decode.log, decode-summary.txt; non-zero exit if a
 # step failed.
 set -uo pipefail

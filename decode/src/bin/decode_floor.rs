@@ -81,8 +81,8 @@ struct Args {
     bandwidth: f64,
 }
 
-/// One launch of the step: its name and the bytes it reads at least.
-#[derive(Debug, Clone, PartialEq)]
+/// One launch of the step: its name (in errors) and the bytes it reads at least.
+#[derive(Debug)]
 struct Read {
     name: &'static str,
     bytes: usize,
@@ -143,13 +143,14 @@ fn step_reads(c: &Config, rows: usize, context: usize, fused: bool) -> Vec<Read>
     reads
 }
 
-/// The decode benchmark's floor in bytes: every weight but the embedding table, the batch's
-/// embedding rows, the keys and values of `context + 1` positions of each row.
-fn floor_bytes(c: &Config, rows: usize, context: usize) -> usize {
-    let e = bf16::BYTES;
-    (c.num_params() - c.vocab * c.hidden) * e
-        + rows * c.hidden * e
-        + rows * (context + 1) * c.layers * 2 * c.kv_dim() * e
+/// The bytes of `reads` the bandwidth floor counts.
+fn floor_bytes(reads: &[Read]) -> usize {
+    reads.iter().filter(|r| r.in_floor).map(|r| r.bytes).sum()
+}
+
+/// The wrapping sum of `words`: what a streaming launch's block sums add up to.
+fn wrapping_sum(words: &[u32]) -> u32 {
+    words.iter().fold(0u32, |a, &w| a.wrapping_add(w))
 }
 
 /// Threads of a streaming block.
@@ -206,9 +207,7 @@ extern "C" __global__ void decode_floor_stream_read(unsigned* sums, const unsign
         // The host writes the whole sum to block 0's slot, zeros to the others: the same total.
         .host(|args, launch| {
             let words = args[2].scalar::<u32>() as usize;
-            let total = args[1].slice::<u32>()[..words]
-                .iter()
-                .fold(0u32, |a, &w| a.wrapping_add(w));
+            let total = wrapping_sum(&args[1].slice::<u32>()[..words]);
             let sums = args[0].slice_mut::<u32>();
             let blocks = (launch.grid[0] as usize).min(sums.len());
             sums[..blocks].fill(0);
@@ -226,8 +225,10 @@ fn stream_grid(words: usize) -> usize {
         .clamp(1, MAX_BLOCKS)
 }
 
-/// One streaming launch: its data, its block sums, the words it reads, their expected sum.
+/// One streaming launch: the operation it stands for, its data, its block sums, the words it
+/// reads, their expected sum.
 struct Stream<B: Backend> {
+    name: &'static str,
     data: B::Buffer<u32>,
     sums: B::Buffer<u32>,
     words: usize,
@@ -235,15 +236,17 @@ struct Stream<B: Backend> {
 }
 
 impl<B: Backend> Stream<B> {
-    /// A launch reading `bytes` (rounded up to whole words) of data that is `seed`'s own.
-    fn new(b: &B, bytes: usize, seed: u32) -> Result<Self> {
+    /// A launch for `name` reading `bytes` (rounded up to whole words) of data that is
+    /// `seed`'s own.
+    fn new(b: &B, name: &'static str, bytes: usize, seed: u32) -> Result<Self> {
         let words = bytes.div_ceil(4);
         // Each word differs from its neighbours, so a read left out changes the sum.
         let host: Vec<u32> = (0..words as u32)
             .map(|i| i.wrapping_mul(2_654_435_761).wrapping_add(seed))
             .collect();
-        let expected = host.iter().fold(0u32, |a, &w| a.wrapping_add(w));
+        let expected = wrapping_sum(&host);
         Ok(Stream {
+            name,
             data: b.alloc_from(&host)?,
             sums: b.alloc::<u32>(stream_grid(words))?,
             words,
@@ -268,7 +271,7 @@ impl<B: Backend> Stream<B> {
     /// Whether the last full read summed every word.
     fn check(&self, b: &B) -> Result<bool> {
         let sums = b.download(&self.sums)?;
-        Ok(sums.iter().fold(0u32, |a, &w| a.wrapping_add(w)) == self.expected)
+        Ok(wrapping_sum(&sums) == self.expected)
     }
 }
 
@@ -298,11 +301,14 @@ fn time_graph<B: Backend>(
         us.push(start.elapsed().as_secs_f64() * 1e6);
     }
     if !empty {
-        for s in streams {
+        for (i, s) in streams.iter().enumerate() {
             if !s.check(b)? {
                 return Err(GraphError::KernelFailed {
                     kernel: kernel.name().to_owned(),
-                    message: "its block sums differ from the host's sum of the words".to_owned(),
+                    message: format!(
+                        "launch {i} ({}): its block sums differ from the host's sum of the words",
+                        s.name
+                    ),
                 }
                 .into());
             }
@@ -330,13 +336,14 @@ impl BackendJob for Job {
             let streams = reads
                 .iter()
                 .enumerate()
-                .map(|(i, r)| Stream::new(b, r.bytes, i as u32))
+                .map(|(i, r)| Stream::new(b, r.name, r.bytes, i as u32))
                 .collect::<Result<Vec<_>>>()?;
             let per_op = time_graph(b, &streams, false, args.replays)?;
             let empty = time_graph(b, &streams, true, args.replays)?;
             drop(streams);
-            let one = time_graph(b, &[Stream::new(b, bytes, 7)?], false, args.replays)?;
-            let nominal = floor_bytes(c, rows, args.context) as f64 / args.bandwidth * 1e6;
+            let whole = Stream::new(b, "whole_step", bytes, 7)?;
+            let one = time_graph(b, &[whole], false, args.replays)?;
+            let nominal = floor_bytes(&reads) as f64 / args.bandwidth * 1e6;
             println!(
                 "floor config={} rows={rows} context={} launches={} bytes={bytes} \
                  nominal_us={nominal:.1} one_kernel_us={one:.1} per_op_us={per_op:.1} \
@@ -381,6 +388,16 @@ mod tests {
     use accel_graph::{DeviceBuffer, mock::MockBackend};
     use accel_graph_decode::model::Model;
 
+    /// The decode benchmark's floor in bytes, as `decode/bench/summarize_decode.py` counts
+    /// it: every weight but the embedding table, the batch's embedding rows, the keys and
+    /// values of `context + 1` positions of each row.
+    fn benchmark_floor_bytes(c: &Config, rows: usize, context: usize) -> usize {
+        let e = bf16::BYTES;
+        (c.num_params() - c.vocab * c.hidden) * e
+            + rows * c.hidden * e
+            + rows * (context + 1) * c.layers * 2 * c.kv_dim() * e
+    }
+
     #[test]
     fn the_plan_has_the_engines_launches_and_the_floors_bytes() {
         let b = MockBackend::new();
@@ -396,8 +413,11 @@ mod tests {
                 let fused = rows <= model.fused_rows();
                 let reads = step_reads(&config, rows, 100, fused);
                 assert_eq!(reads.len(), model.launches_per_step(rows), "rows {rows}");
-                let counted: usize = reads.iter().filter(|r| r.in_floor).map(|r| r.bytes).sum();
-                assert_eq!(counted, floor_bytes(&config, rows, 100), "rows {rows}");
+                assert_eq!(
+                    floor_bytes(&reads),
+                    benchmark_floor_bytes(&config, rows, 100),
+                    "rows {rows}"
+                );
             }
         }
     }
@@ -408,7 +428,7 @@ mod tests {
         let streams: Vec<_> = [1usize, 4, 4099, 70_000]
             .iter()
             .enumerate()
-            .map(|(i, &bytes)| Stream::new(&b, bytes, i as u32).unwrap())
+            .map(|(i, &bytes)| Stream::new(&b, "test", bytes, i as u32).unwrap())
             .collect();
         time_graph(&b, &streams, false, 2).unwrap();
         // A read that skipped words would not match: the empty graph leaves the sums at the
